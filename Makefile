@@ -1,0 +1,58 @@
+# Entry points: make serve | site | test | bench | help
+# Every target sets up .venv on first use; nothing is needed beforehand.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+HOST := 127.0.0.1:8000
+
+.PHONY: help setup browser generate doctest site serve test fast bench lint clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
+	  awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	# constraints.txt pins every version tested, torch to the CPU wheel
+	$(PY) -m pip install -q -c constraints.txt -e '.[docs,dev]'
+	touch $@
+
+setup: $(STAMP) ## create .venv and install the pinned packages
+
+browser: ## install Debian's chromium for the browser tests, if missing
+	@command -v chromium >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    (apt-get update -q && apt-get install -y -q chromium) >/dev/null; \
+	  else \
+	    echo "no chromium: browser tests will skip (apt install chromium)"; \
+	  fi; }
+
+generate: $(STAMP) ## compute every number, table and figure (cached)
+	$(PY) -m scripts.build
+
+doctest: $(STAMP) ## run the docstring examples the pages show
+	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules mha_ref
+
+site: generate doctest ## static build into site/ (strict)
+	$(PY) -m mkdocs build --strict
+
+serve: generate ## serve at 127.0.0.1:8000 with live reload
+	$(PY) -m mkdocs serve --strict -a $(HOST)
+
+test: site browser ## everything: unit, parity, docs agreement, browser
+	$(PY) -m pytest
+
+fast: $(STAMP) ## the quick checks while writing (no build, no browser)
+	$(PY) -m pytest -m "not browser and not build" -x -q
+
+bench: $(STAMP) ## benchmarks: build times, page load, implementations
+	$(PY) -m scripts.bench
+
+lint: $(STAMP) ## ruff
+	$(PY) -m ruff check mha_ref scripts tests
+
+clean: ## remove built and generated files (keeps .venv)
+	rm -rf site docs/generated .cache build
