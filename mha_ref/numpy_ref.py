@@ -5,6 +5,8 @@ Masks are boolean with True = blocked. The site includes the named
 sections of this file; torch_ref.py mirrors its names and order.
 """
 
+import math
+
 import numpy as np
 
 from mha_ref import checks
@@ -62,7 +64,7 @@ def attention(q, k, v, mask=None):
         checks.finite(array, name)
     d = q.shape[-1]  # the head size d_k, not d_model
     # $S = QK^\top / \sqrt{d_k}$
-    scores = q @ np.swapaxes(k, -2, -1) / np.sqrt(d)  # (..., Tq, Tk)
+    scores = q @ np.swapaxes(k, -2, -1) / math.sqrt(d)  # (..., Tq, Tk)
     if mask is not None:
         mask = np.asarray(mask)
         checks.mask_dtype(mask.dtype.kind)

@@ -16,9 +16,20 @@ ATOL = {
 
 
 def atol(dtype):
-    """The tolerance for a NumPy or torch dtype, by its name."""
-    name = str(dtype).removeprefix("torch.")
-    name = np.dtype(name).name
+    """The tolerance for a NumPy or torch dtype, by its name.
+
+    >>> atol("float32"), atol(np.float64)
+    (1e-05, 1e-12)
+    """
+    text = str(dtype)
+    if text.startswith("torch."):  # torch.float32 -> "float32"
+        dtype = text.removeprefix("torch.")
+    try:
+        name = np.dtype(dtype).name
+    except TypeError:  # e.g. "bfloat16", which NumPy does not know
+        name = str(dtype)
     if name not in ATOL:
-        raise ValueError(f"no tolerance for dtype {dtype}; known: {list(ATOL)}")
+        raise ValueError(
+            f"no tolerance for dtype {dtype}; known: {list(ATOL)}"
+        )
     return ATOL[name]

@@ -15,8 +15,14 @@ from mha_ref import checks, numpy_ref
 
 
 def _check_finite(tensor, name):
-    if not torch.isfinite(tensor).all():
-        checks.finite(tensor.detach().cpu().numpy(), name)
+    if not torch.isfinite(tensor).all():  # .double(): NumPy has no bf16
+        checks.finite(tensor.detach().cpu().double().numpy(), name)
+
+
+def _check_scores(scores):
+    # finite q and k can still overflow q @ k^T: no silent NaN rows
+    if (scores.isnan() | scores.isposinf()).any():
+        checks.real_logits(scores.detach().cpu().double().numpy())
 
 
 def _check_mask(mask, scores_shape):
@@ -42,6 +48,7 @@ def attention(q, k, v, mask=None):
     if mask is not None:
         _check_mask(mask, scores.shape)
         scores = scores.masked_fill(mask, float("-inf"))  # before softmax
+    _check_scores(scores)  # finite or -inf, as numpy_ref.softmax checks
     weights = scores.softmax(dim=-1)  # each row sums to 1 over keys
     return weights @ v, weights  # (..., Tq, dv), (..., Tq, Tk)
 # --8<-- [end:attention]

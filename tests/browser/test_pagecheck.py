@@ -1,0 +1,299 @@
+"""The page checks fail on broken pages, and only on those.
+
+Small pages written into tmp_path are served exactly as the site is
+(same server, same browser, same recorder), with the repository's
+vendored KaTeX copied next to them so formulas render for real.
+"""
+
+import shutil
+
+import pagecheck
+import pytest
+from pagecheck import PHONE, REPO, site_pages
+
+pytestmark = pytest.mark.browser
+
+KATEX = REPO / "docs" / "assets" / "katex"
+
+# What Material does with the two figure variants (its palette CSS).
+SCHEME_CSS = """
+[data-md-color-scheme=default] img[src$="#only-dark"],
+[data-md-color-scheme=slate] img[src$="#only-light"] { display: none }
+"""
+SVG = (
+    '<svg xmlns="http://www.w3.org/2000/svg" width="40" height="20">'
+    '<rect width="40" height="20" fill="teal"/></svg>'
+)
+# auto-render with the delimiters arithmatex emits, plus $ for notebooks.
+RENDER = """
+<script>
+renderMathInElement(document.body, {
+  delimiters: [
+    {left: "$$", right: "$$", display: true},
+    {left: "$", right: "$", display: false},
+    {left: "\\\\(", right: "\\\\)", display: false},
+    {left: "\\\\[", right: "\\\\]", display: true}],
+  throwOnError: THROW});
+</script>
+"""
+
+
+def write_page(folder, body, *, katex=True, throw=False, css=""):
+    """Write folder/index.html around `body`; return its file name."""
+    head = f"<style>{SCHEME_CSS}{css}</style>"
+    tail = ""
+    if katex:
+        head += (
+            '<link rel="stylesheet" href="katex/katex.min.css">'
+            '<script src="katex/katex.min.js"></script>'
+            '<script src="katex/contrib/auto-render.min.js"></script>'
+        )
+        tail = RENDER.replace("THROW", "true" if throw else "false")
+    html = (
+        '<!doctype html><html><head><meta charset="utf-8">'
+        f'<link rel="icon" href="data:,">{head}</head>'
+        f'<body data-md-color-scheme="default"><article>{body}</article>'
+        f"{tail}</body></html>"
+    )
+    (folder / "index.html").write_text(html, encoding="utf-8")
+    return html
+
+
+@pytest.fixture
+def synthetic(tmp_path, serve_dir, open_page):
+    """Factory: synthetic(body, **kw) -> (page, recorder, html), loaded."""
+    if not (KATEX / "katex.min.js").is_file():
+        pytest.fail(f"no KaTeX in {KATEX}: run scripts/vendor_katex.sh",
+                    pytrace=False)
+    shutil.copytree(KATEX, tmp_path / "katex")
+    (tmp_path / "fig-light.svg").write_text(SVG)
+    (tmp_path / "fig-dark.svg").write_text(SVG)
+    origin = serve_dir(tmp_path)
+
+    def load(body, viewport=None, **kw):
+        html = write_page(tmp_path, body, **kw)
+        page, recorder = open_page(origin, **(
+            {"viewport": viewport} if viewport else {}))
+        response = page.goto(origin + "/", wait_until="load")
+        assert response.status == 200
+        return page, recorder, html
+
+    return load
+
+
+SHORT = 300  # ms: a broken page's math never renders, no need to wait long
+GOOD_MATH = (
+    r'<p>Inline <span class="arithmatex">\(QK^\top\)</span> and</p>'
+    r'<div class="arithmatex">\[S=\frac{QK^\top}{\sqrt{d_k}}\]</div>'
+)
+
+
+def test_math_problems_none_when_every_formula_renders(synthetic):
+    page, recorder, html = synthetic(GOOD_MATH)
+    assert pagecheck.math_problems(page, html) == []
+    assert pagecheck.raw_tex_problems(page) == []
+    assert recorder.problems() == []
+    assert page.locator(".katex").count() == 2
+
+
+def test_math_problems_detects_katex_error(synthetic):
+    bad = r'<span class="arithmatex">\(\frac{1}\)</span>'
+    page, _, html = synthetic(GOOD_MATH + bad)
+    problems = pagecheck.math_problems(page, html)
+    assert any(p.startswith("KaTeX error:") for p in problems), problems
+    assert any("formula not rendered once" in p for p in problems)
+
+
+def test_math_problems_detects_formula_left_as_text(synthetic):
+    # auto-render's throwOnError: it logs the ParseError, keeps the TeX.
+    bad = r'<span class="arithmatex">\(\frac{1}\)</span>'
+    page, recorder, html = synthetic(GOOD_MATH + bad, throw=True)
+    problems = pagecheck.math_problems(page, html, wait_ms=SHORT)
+    assert "2 formulas rendered by KaTeX, the page's source has 3" in (
+        problems)
+    assert any(r"raw TeX" in p for p in pagecheck.raw_tex_problems(page))
+    assert any("console error" in p for p in recorder.problems())
+
+
+def test_math_problems_detects_page_without_renderer(synthetic):
+    page, _, html = synthetic(GOOD_MATH, katex=False)
+    problems = pagecheck.math_problems(page, html, wait_ms=SHORT)
+    assert problems[0] == (
+        "0 formulas rendered by KaTeX, the page's source has 2")
+    assert len(pagecheck.raw_tex_problems(page)) >= 2
+
+
+def test_math_problems_counts_notebook_markdown_math(synthetic):
+    cell = (
+        '<div class="jp-RenderedMarkdown"><p>Weights $a_i$ sum to one:'
+        "</p><p>$$\\sum_j A_{ij}=1$$</p><pre><code>cost = $5 $6</code>"
+        "</pre></div>"
+    )
+    page, _, html = synthetic(cell)
+    assert pagecheck.source_math_count(page, html) == 2
+    assert pagecheck.math_problems(page, html) == []
+    page, _, html = synthetic(cell, katex=False)
+    assert pagecheck.math_problems(page, html, wait_ms=SHORT) == [
+        "0 formulas rendered by KaTeX, the page's source has 2"
+    ]
+    raw = pagecheck.raw_tex_problems(page)
+    assert any('"$a_i$"' in p for p in raw), raw
+    assert any('"$$"' in p for p in raw), raw
+
+
+def test_raw_tex_problems_detects_double_dollars(synthetic):
+    page, _, _ = synthetic(
+        "<p>left over: $$x$$</p><pre><code>$$ in code is fine \\(</code>"
+        "</pre><p hidden>$$hidden$$</p>",
+        katex=False,
+    )
+    problems = pagecheck.raw_tex_problems(page)
+    assert len(problems) == 1, problems
+    assert "$$x$$" in problems[0]
+
+
+def test_image_problems_detects_missing_file(synthetic):
+    page, recorder, _ = synthetic(
+        '<img src="fig-light.svg" alt="ok">'
+        '<img src="generated/figures/gone.svg" alt="missing">'
+        '<img src="fig-dark.svg" loading="lazy" style="margin-top:3000px">'
+    )
+    assert pagecheck.image_problems(page) == [
+        "image did not load: generated/figures/gone.svg"
+    ]
+    assert any(
+        "gone.svg (HTTP 404)" in p for p in recorder.problems()
+    ), recorder.problems()
+
+
+def test_recorder_detects_request_to_another_host(synthetic):
+    page, recorder, _ = synthetic(
+        '<link rel="stylesheet" href="https://fonts.googleapis.com/css">'
+        '<script src="https://cdn.example.com/x.js"></script><p>hi</p>'
+    )
+    problems = recorder.problems()
+    assert "request to another host: https://cdn.example.com/x.js" in (
+        problems)
+    assert "request to another host: https://fonts.googleapis.com/css" in (
+        problems)
+    # Aborted before leaving: the script never ran, nothing was fetched.
+    assert page.evaluate("() => typeof window.x") == "undefined"
+    assert not any(p.startswith("failed request") for p in problems)
+
+
+def test_recorder_detects_console_error(synthetic):
+    page, recorder, _ = synthetic(
+        "<script>console.error('boom')</script>"
+        "<script>undefinedFunction()</script>"
+    )
+    problems = recorder.problems()
+    assert any(p.startswith("console error: boom") for p in problems)
+    assert any("undefinedFunction" in p for p in problems), problems
+
+
+def test_recorder_quiet_on_clean_page(synthetic):
+    page, recorder, _ = synthetic(
+        '<img src="fig-light.svg#only-light" alt="x">'
+        '<img src="fig-dark.svg#only-dark" alt="x">' + GOOD_MATH
+    )
+    assert pagecheck.image_problems(page) == []
+    assert recorder.problems() == []
+
+
+FIGURES = (
+    '<img src="fig-light.svg#only-light" alt="light">'
+    '<img src="fig-dark.svg#only-dark" alt="dark">'
+)
+
+
+def set_body_scheme(page, scheme):
+    page.evaluate(
+        "s => document.body.setAttribute('data-md-color-scheme', s)", scheme
+    )
+
+
+@pytest.mark.parametrize("scheme", ["default", "slate"])
+def test_scheme_problems_none_when_variant_matches(synthetic, scheme):
+    page, _, _ = synthetic(FIGURES, katex=False)
+    set_body_scheme(page, scheme)
+    assert pagecheck.scheme_problems(page, scheme) == []
+
+
+@pytest.mark.parametrize("scheme", ["default", "slate"])
+def test_scheme_problems_detects_wrong_variant(synthetic, scheme):
+    # Without Material's rule both variants show in both schemes.
+    page, _, _ = synthetic(
+        FIGURES, katex=False, css="img { display: inline !important }"
+    )
+    set_body_scheme(page, scheme)
+    wrong = "dark" if scheme == "default" else "light"
+    assert pagecheck.scheme_problems(page, scheme) == [
+        f"{scheme}: fig-{wrong}.svg#only-{wrong} is displayed"
+    ]
+
+
+def test_scheme_problems_detects_hidden_variant(synthetic):
+    page, _, _ = synthetic(
+        FIGURES, katex=False, css="img { visibility: hidden }"
+    )
+    assert pagecheck.scheme_problems(page, "default") == [
+        "default: fig-light.svg#only-light is not displayed"
+    ]
+
+
+def test_set_scheme_fails_without_palette_toggle(synthetic):
+    page, _, _ = synthetic("<p>no toggle</p>", katex=False)
+    with pytest.raises(AssertionError, match="no palette toggle"):
+        pagecheck.set_scheme(page, "slate")
+
+
+WIDE = "x" * 300
+
+
+def test_overflow_problems_none_when_wide_blocks_scroll(synthetic):
+    page, _, _ = synthetic(
+        f'<pre style="overflow-x:auto">{WIDE}</pre>'
+        f'<div style="overflow-x:auto"><table><tr><td>{WIDE}</td></tr>'
+        "</table></div>"
+        # KaTeX's way: a scrolling block, as wide as its content, inside
+        # a scrolling box the width of the screen.
+        '<div style="overflow-x:auto"><pre style="overflow-x:auto;'
+        f'width:max-content">{WIDE}</pre></div>',
+        viewport=PHONE, katex=False,
+    )
+    assert pagecheck.overflow_problems(page) == []
+
+
+def test_overflow_problems_detects_page_scrolling_sideways(synthetic):
+    page, _, _ = synthetic(
+        f"<pre>{WIDE}</pre>", viewport=PHONE, katex=False
+    )
+    problems = pagecheck.overflow_problems(page)
+    assert problems[0].startswith("page scrolls sideways")
+    assert any("pre wider than the screen" in p for p in problems)
+
+
+def test_overflow_problems_detects_cut_off_table(synthetic):
+    page, _, _ = synthetic(
+        f'<div style="overflow:hidden"><table><tr><td>{WIDE}</td></tr>'
+        "</table></div>",
+        viewport=PHONE, katex=False,
+    )
+    assert pagecheck.overflow_problems(page) == [
+        f"table wider than its box, cut off: {WIDE[:40]}"
+    ]
+
+
+def test_site_pages_lists_each_page_but_404_and_assets(tmp_path):
+    for rel in ["", "scaling", "generated/notebooks/experiment", "404",
+                "assets/javascripts"]:
+        (tmp_path / rel).mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel / "index.html").write_text("<p>x</p>")
+    (tmp_path / "404.html").write_text("<p>not found</p>")
+    pages = site_pages(tmp_path)
+    assert [(p.path, p.name) for p in pages] == [
+        ("", "index"),
+        ("generated/notebooks/experiment/",
+         "generated-notebooks-experiment"),
+        ("scaling/", "scaling"),
+    ]
