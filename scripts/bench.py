@@ -160,12 +160,20 @@ def bench_build(repo, runs, cold_runs):
     page = repo / "docs" / longest_pages(repo)[0]
     code = repo / "mha_ref" / "pitfalls.py"
     floor, prose, mha = [], [], []
-    # one round = the three builds back to back, so load affects all
+    # one round = the three builds back to back, so load affects all;
+    # floor and prose swap places every other round
     for i in range(runs):
-        floor.append(run(mkdocs, repo, {"MHA_REF_SKIP_GENERATION": "1"})[0])
-        with page.open("a") as handle:  # a prose-only edit
-            handle.write(f"\n<!-- bench edit {i} -->\n")
-        prose.append(run(mkdocs, repo)[0])
+        def build_floor():
+            floor.append(run(mkdocs, repo,
+                             {"MHA_REF_SKIP_GENERATION": "1"})[0])
+
+        def build_prose(i=i):
+            with page.open("a") as handle:  # a prose-only edit
+                handle.write(f"\n<!-- bench edit {i} -->\n")
+            prose.append(run(mkdocs, repo)[0])
+
+        for step in (build_floor, build_prose)[::1 if i % 2 else -1]:
+            step()
         with code.open("a") as handle:  # an mha_ref edit: topics rerun
             handle.write(f"\n# bench edit {i}\n")
         mha.append(run(mkdocs, repo)[0])
@@ -633,6 +641,7 @@ def main(argv=None):
     if unknown:
         parser.error(f"unknown parts {sorted(unknown)}; choose from {PARTS}")
     runs = 2 if args.quick else 3
+    rounds = 2 if args.quick else 5
     start = time.perf_counter()
     report = {"environment": environment()}
     with tempfile.TemporaryDirectory(prefix="mha-bench-") as tmp:
@@ -641,7 +650,7 @@ def main(argv=None):
         if needs_site:
             copy_repo(repo)
             if "build" in parts:
-                report["build"] = bench_build(repo, runs,
+                report["build"] = bench_build(repo, rounds,
                                               cold_runs=1 if args.quick
                                               else 3)
             else:

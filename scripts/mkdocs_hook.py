@@ -23,6 +23,6 @@ def on_pre_build(config):
     done = subprocess.run(command, cwd=ROOT, check=False)
     if done.returncode != 0:
         raise PluginError(
-            f"generation failed: {' '.join(command[1:])} "
-            f"exited with {done.returncode}"
+            f"generation failed: python -m scripts.build exited with "
+            f"{done.returncode} (output above)"
         )

@@ -13,6 +13,10 @@ from mha_ref import torch_ref
 
 SEED = 20240601
 
+# --doctest-modules would import this file as a module named "conftest",
+# which clashes with tests/browser/conftest.py; it holds no doctests
+collect_ignore = ["conftest.py"]
+
 
 @pytest.fixture
 def rng():
