@@ -37,7 +37,7 @@ doctest: $(STAMP) ## run the docstring examples the pages show
 	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules mha_ref
 
 site: generate doctest ## static build into site/ (strict)
-	$(PY) -m mkdocs build --strict
+	MHA_REF_SKIP_GENERATION=1 $(PY) -m mkdocs build --strict
 
 serve: generate ## serve at 127.0.0.1:8000 with live reload
 	$(PY) -m mkdocs serve --strict -a $(HOST)

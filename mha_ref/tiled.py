@@ -27,7 +27,12 @@ def check_inputs(q_shape, k_shape, v_shape, block_q, block_k):
             raise TypeError(f"{name} must be an int, got {value!r}")
         if value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
-    return tuple(lead), q_shape[-2], k_shape[-2], v_shape[-1]
+    tq, tk = q_shape[-2], k_shape[-2]
+    if tq < 1 or tk < 1:
+        raise ValueError(
+            f"need at least one query and one key, got Tq={tq}, Tk={tk}"
+        )
+    return tuple(lead), tq, tk, v_shape[-1]
 
 
 def check_positions(q_pos, k_pos, tq, tk):

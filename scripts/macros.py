@@ -17,6 +17,8 @@ import math
 import numbers
 from pathlib import Path
 
+import jinja2
+
 # Names mkdocs-macros defines itself (variables, then macros); a data file
 # must not hide one of them.
 RESERVED = frozenset(
@@ -28,6 +30,7 @@ RESERVED = frozenset(
 
 def _finite_or_label(x):
     """Return x as a float, or the label NaN/inf/-inf prints as."""
+    _defined(x)
     if isinstance(x, str) and x.strip().lower() in ("nan", "+nan", "-nan"):
         return "NaN"
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
@@ -38,6 +41,13 @@ def _finite_or_label(x):
     if math.isinf(x):
         return "inf" if x > 0 else "-inf"
     return x
+
+
+def _defined(x):
+    # A filter receives a missing key as Undefined without raising: raise
+    # Jinja's own error, which names the missing attribute.
+    if isinstance(x, jinja2.Undefined):
+        x._fail_with_undefined_error()
 
 
 def num(x, digits=4):
@@ -61,6 +71,7 @@ def sci(x, digits=2):
 
 def vec(xs, digits=4):
     """A (nested) list of numbers as [1.5, 1] or [[1, 0], [0.5, 0.5]]."""
+    _defined(xs)
     if isinstance(xs, (list, tuple)):
         return "[" + ", ".join(vec(x, digits) for x in xs) + "]"
     if isinstance(xs, bool):

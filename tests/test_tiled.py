@@ -220,6 +220,12 @@ def test_tiled_rejects_mismatched_shapes(attend):
         attend(q, k, v[..., :5, :])
 
 
+@pytest.mark.parametrize("tq, tk", [(0, 4), (4, 0)])
+def test_tiled_rejects_empty_sequences(attend, tq, tk):
+    with pytest.raises(ValueError, match=f"Tq={tq}, Tk={tk}"):
+        attend(*qkv(tq, tk))
+
+
 def test_tiled_rejects_a_fully_masked_row(attend):
     q, k, v = qkv(5, 6)
     mask = np.zeros((5, 6), dtype=bool)

@@ -101,8 +101,8 @@ def open_page(browser):
     """
     contexts = []
 
-    def open_(origin, viewport=DESKTOP):
-        context = browser.new_context(viewport=viewport)
+    def open_(origin, viewport=None):
+        context = browser.new_context(viewport=viewport or DESKTOP)
         contexts.append(context)
         recorder = pagecheck.Recorder(context, origin)
         return context.new_page(), recorder

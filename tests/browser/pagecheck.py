@@ -47,7 +47,7 @@ PHONE = {"width": 390, "height": 844}
 class SitePage:
     """One page of the built site: its URL path and a short name."""
 
-    path: str  # "/" or "scaling/", relative to the server's root
+    path: str  # "" (the start page) or "scaling/": after the origin's /
     name: str  # "index", "scaling", "generated-notebooks-experiment"
     file: Path  # the index.html it is served from
 
@@ -63,6 +63,7 @@ def site_pages(site=SITE):
         elif not rel.startswith(("assets/", "404")):
             pages.append(SitePage(rel + "/", rel.replace("/", "-"), file))
     return pages
+
 
 WAIT_MS = 5000  # how long a page may take to settle before we report
 
@@ -97,7 +98,7 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
         ".ipynb": "application/json",
     }
 
-    def log_message(self, format, *args):  # noqa: A002 (stdlib name)
+    def log_message(self, format, *args):
         pass
 
 
@@ -137,15 +138,17 @@ class Recorder:
         self.requests = []
         self.failed = []
         self.console_errors = []
-        context.route(
-            lambda url: not is_local(url, origin),
-            lambda route: route.abort("blockedbyclient"),
-        )
+        self.blocked = []  # requests to other hosts, aborted here
+        context.route(lambda url: not is_local(url, origin), self._block)
         context.on("request", lambda req: self.requests.append(req.url))
         context.on("requestfailed", self._on_failed)
         context.on("response", self._on_response)
         context.on("console", self._on_console)
         context.on("weberror", self._on_weberror)
+
+    def _block(self, route):
+        self.blocked.append(route.request.url)
+        route.abort("blockedbyclient")
 
     def _on_failed(self, request):
         if is_local(request.url, self.origin):  # others: see external
