@@ -693,7 +693,7 @@ def main(argv=None):
                                     runs)
             sites["prerendered"] = Path(tmp) / "katex-site"
         if "reading" in parts or "katex" in parts:
-            reading = bench_reading(sites, pages, 3 if args.quick else 5)
+            reading = bench_reading(sites, pages, 3 if args.quick else 7)
             report["reading"] = {"client": reading["client"]}
             if prerendered:
                 report["katex"] = katex_decision(prerendered, reading)
