@@ -6,6 +6,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 HOST := 127.0.0.1:8000
+# Material 9.7+ prints a notice about MkDocs 2.0 on every build; this
+# project pins mkdocs<2 on purpose (2.0 drops plugins), so it is noise.
+export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: help setup browser generate doctest site serve test fast bench lint clean
 
