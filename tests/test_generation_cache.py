@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from scripts import build
+from scripts import build, cache
 
 ALPHA = '''
 DEPENDS = ["mha_ref/a.py"]
@@ -92,7 +92,7 @@ def test_build_topic_edit_reruns_that_topic(project):
 
 def test_build_environment_change_reruns_all(project, monkeypatch):
     run(project)
-    monkeypatch.setattr(build, "device_fingerprint", lambda: "a new GPU")
+    monkeypatch.setattr(cache, "device_fingerprint", lambda: "a new GPU")
     status, _, _ = run(project)
     assert status == {"ran": ["alpha", "beta"]}
 
@@ -228,5 +228,6 @@ def test_discover_finds_the_site_topics():
                 "softmax_backward", "multiple_heads", "pitfalls",
                 "parity", "kv_cache", "notebooks/experiment"}
     assert expected <= names
-    assert not names & {"build", "common", "macros", "mkdocs_hook",
-                        "bench"}
+    assert not names & {"build", "cache", "common", "macros",
+                        "mkdocs_hook", "notebook_runner", "site_server",
+                        "tasks", "bench"}

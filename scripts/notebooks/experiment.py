@@ -13,13 +13,15 @@
 # %% [markdown]
 # # Experiment: your version against the library
 #
-# One module, four ways to run it. We build a from-scratch
-# `torch_ref.MultiHeadAttention`, copy its weights into PyTorch's fused
-# kernel `F.scaled_dot_product_attention`, into `nn.MultiheadAttention`
-# and into the NumPy reference, and measure how far apart the outputs are.
-# Agreement to rounding error means the projections, the head split, the
-# scale $1/\sqrt{d_k}$, the mask and the merge are all right; a single
-# mistake moves the outputs by far more than rounding.
+# One set of weights, four implementations: the from-scratch
+# `torch_ref.MultiHeadAttention`, the same projections around PyTorch's
+# `F.scaled_dot_product_attention`, `nn.MultiheadAttention` with the
+# weights copied in, and the NumPy reference with the weights copied in.
+# We measure how far apart their outputs are. Agreement to rounding error
+# means the projections, the head split, the scale $1/\sqrt{d_k}$, the
+# mask and the merge are all right; a single mistake moves the outputs by
+# far more than rounding. [The experiment page](../../../experiment/)
+# explains each step and shows the full comparison over dtypes and masks.
 #
 # To test your own class, put it in place of `torch_ref.MultiHeadAttention`
 # below. The copying helpers read `d_model`, `n_head`, the four `nn.Linear`
@@ -33,7 +35,7 @@ from mha_ref import tolerances, torch_ref
 
 torch.manual_seed(0)
 B, T, d_model, n_head = 2, 6, 16, 4
-mha = torch_ref.MultiHeadAttention(d_model, n_head)  # float32, no bias
+mha = torch_ref.MultiHeadAttention(d_model, n_head)  # no bias
 x = torch.randn(B, T, d_model)  # (B, T, d_model)
 mask = torch_ref.causal_mask(T)  # (T, T), True = blocked
 with torch.no_grad():
@@ -52,31 +54,27 @@ print("output", tuple(y.shape), "weights", tuple(weights.shape))
 
 # %%
 library = torch_ref.library_version(mha)
-twin = torch_ref.to_numpy(mha)
+twin = torch_ref.to_numpy(mha)  # numpy_ref.MultiHeadAttention
 with torch.no_grad():
-    others = {
-        "F.scaled_dot_product_attention": torch_ref.sdpa_forward(
-            mha, x, mask
-        ),
-        "nn.MultiheadAttention": torch_ref.library_forward(
-            library, x, mask
-        ),
-    }
+    y_sdpa = torch_ref.sdpa_forward(mha, x, mask)
+    y_library = torch_ref.library_forward(library, x, mask)
 y_numpy, weights_numpy = twin(x.numpy(), mask.numpy())
-others["NumPy (numpy_ref)"] = torch.from_numpy(y_numpy)
 
 tolerance = tolerances.atol(y.dtype)
+others = {"SDPA": y_sdpa, "nn.MultiheadAttention": y_library,
+          "NumPy": torch.from_numpy(y_numpy)}
 for name, other in others.items():
     diff = (other - y).abs().max().item()
     verdict = "ok" if diff <= tolerance else "TOO LARGE"
-    print(f"from-scratch vs {name:<31}: {diff:.2e}  {verdict}")
+    print(f"from scratch vs {name:<21}: {diff:.2e}  {verdict}")
 
 # %% [markdown]
 # ## Two properties of the weights
 #
 # Each row of $A = \operatorname{softmax}(S + M)$ is a distribution over
 # the keys, $\sum_j A_{ij} = 1$, and the causal mask gives every future
-# key ($j > i$) exactly zero weight, because $e^{-\infty} = 0$.
+# key ($j > i$) exactly zero weight, because $e^{-\infty} = 0$. The NumPy
+# version's weights must match too.
 
 # %%
 row_error = (weights.sum(dim=-1) - 1).abs().max().item()
@@ -89,16 +87,19 @@ print("NumPy weights agree:",
 # %% [markdown]
 # ## Break it on purpose
 #
-# Dividing by $\sqrt{d_\text{model}}$ instead of $\sqrt{d_k}$ runs without
-# error and gives the right shape, but the numbers move far past the
-# tolerance. This is what a real bug looks like next to rounding error.
+# Dividing by $\sqrt{d_\text{model}}$ instead of $\sqrt{d_k}$
+# ([pitfall 2](../../../pitfalls/#scaling)) runs without error and gives
+# the right shape, but the numbers move far past the tolerance. This is
+# what a real bug looks like next to rounding error. Try the other
+# [pitfalls](../../../pitfalls/) the same way.
 
 # %%
 with torch.no_grad():
     q, k, v = mha.project(x)  # (B, H, T, d_head)
-    scale = d_model**0.5  # the mistake: the head size is d_model / n_head
+    scale = d_model**0.5  # the mistake: should be mha.d_head**0.5
     scores = q @ k.transpose(-2, -1) / scale  # (B, H, T, T)
-    wrong = scores.masked_fill(mask, float("-inf")).softmax(dim=-1) @ v
+    scores = scores.masked_fill(mask, float("-inf"))
+    wrong = scores.softmax(dim=-1) @ v  # (B, H, T, d_head)
     y_wrong = mha.wo(mha.merge_heads(wrong))  # (B, T, d_model)
 diff = (y_wrong - y).abs().max().item()
-print(f"wrong scale vs right: {diff:.2e} (tolerance {tolerance:.0e})")
+print(f"wrong scale: {diff:.2e}, tolerance {tolerance:.0e}")

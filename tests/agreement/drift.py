@@ -10,8 +10,9 @@ What the checks enforce (CONTRIBUTING.md explains the workflow):
 - code on pages is only ever included, from a named section of a tested
   file, and every section in mha_ref/ and scripts/ is shown somewhere
   (check_code.py);
-- every ``<< placeholder >>`` names a value the generation step wrote,
-  the results the prose argues from appear on the rendered page as the
+- every ``<< placeholder >>`` names a value the generation step wrote
+  (check_placeholders.py);
+- the results the prose argues from appear on the rendered page as the
   data has them, and no page types one of them by hand
   (check_numbers.py);
 - the built HTML holds no template syntax or snippet marker, and its
@@ -30,15 +31,17 @@ from .check_code import (
 )
 from .check_numbers import (
     CLAIMS,
-    CUSTOM_FILTERS,
     HAND_TYPED,
-    RE_VARIABLE,
     check_claims,
     check_hand_typed,
+    shown_pattern,
+)
+from .check_placeholders import (
+    CUSTOM_FILTERS,
+    RE_VARIABLE,
     check_placeholders,
     expression_names,
     load_data,
-    shown_pattern,
 )
 from .check_site import (
     LEFTOVERS,

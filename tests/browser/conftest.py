@@ -13,9 +13,9 @@ proves nothing.
 
 import contextlib
 
-import pagecheck
+import harness
 import pytest
-from pagecheck import DESKTOP, SITE, site_pages
+from harness import DESKTOP, SITE, site_pages
 
 
 def pytest_generate_tests(metafunc):
@@ -36,7 +36,7 @@ def pytest_generate_tests(metafunc):
 
 def skip_or_fail(reason):
     """Skip with `reason`, or fail with it in CI."""
-    if pagecheck.in_ci():
+    if harness.in_ci():
         pytest.fail(f"{reason} (CI is set, so this fails instead of "
                     "skipping)", pytrace=False)
     pytest.skip(reason)
@@ -62,7 +62,7 @@ def site_page(request, site_dir):
 @pytest.fixture(scope="session")
 def site_origin(site_dir):
     """http://127.0.0.1:PORT serving site/ for the whole session."""
-    with pagecheck.serve(site_dir) as origin:
+    with harness.serve(site_dir) as origin:
         yield origin
 
 
@@ -73,21 +73,21 @@ def browser():
         from playwright.sync_api import Error, sync_playwright
     except ImportError:
         skip_or_fail("Playwright is not installed: pip install -e '.[dev]'")
-    executable = pagecheck.find_chromium()
+    executable = harness.find_chromium()
     if executable is None:
-        skip_or_fail(f"no Chromium found: {pagecheck.INSTALL_HINT}")
+        skip_or_fail(f"no Chromium found: {harness.INSTALL_HINT}")
     playwright = sync_playwright().start()
     try:
         browser = playwright.chromium.launch(
             executable_path=executable,
-            args=pagecheck.CHROMIUM_ARGS,
+            args=harness.CHROMIUM_ARGS,
             headless=True,
         )
     except Error as error:
         playwright.stop()
         first = str(error).strip().splitlines()[0]
         skip_or_fail(f"Chromium at {executable} did not start ({first}): "
-                     f"{pagecheck.INSTALL_HINT}")
+                     f"{harness.INSTALL_HINT}")
     yield browser
     browser.close()
     playwright.stop()
@@ -105,7 +105,7 @@ def open_page(browser):
     def open_(origin, viewport=None):
         context = browser.new_context(viewport=viewport or DESKTOP)
         contexts.append(context)
-        recorder = pagecheck.Recorder(context, origin)
+        recorder = harness.Recorder(context, origin)
         return context.new_page(), recorder
 
     yield open_
@@ -117,4 +117,4 @@ def open_page(browser):
 def serve_dir():
     """Factory: serve_dir(folder) -> origin, stopped after the test."""
     with contextlib.ExitStack() as stack:
-        yield lambda folder: stack.enter_context(pagecheck.serve(folder))
+        yield lambda folder: stack.enter_context(harness.serve(folder))

@@ -9,7 +9,7 @@ import shutil
 
 import pagecheck
 import pytest
-from pagecheck import PHONE, REPO, site_pages
+from harness import PHONE, REPO, site_pages
 
 pytestmark = pytest.mark.browser
 

@@ -9,6 +9,7 @@ only when no reload happened.
 import html as html_lib
 import re
 
+import harness
 import pagecheck
 import pytest
 
@@ -19,14 +20,14 @@ MARKER = "__mhaRefNoReload"
 
 def page_named(site_dir, name):
     """The SitePage called `name`; fails when the site has none."""
-    pages = {p.name: p for p in pagecheck.site_pages(site_dir)}
+    pages = {p.name: p for p in harness.site_pages(site_dir)}
     assert name in pages, f"no page {name!r} in site/: {sorted(pages)}"
     return pages[name]
 
 
 def notebook_page(site_dir):
     """The page that renders the notebook (jp-Notebook)."""
-    for p in pagecheck.site_pages(site_dir):
+    for p in harness.site_pages(site_dir):
         if "jp-Notebook" in p.file.read_text("utf-8"):
             return p
     pytest.fail("no page in site/ renders a notebook (jp-Notebook)")
@@ -76,7 +77,7 @@ def click_nav_link(page, origin, target):
 
 def test_instant_navigation_renders_math(site_dir, site_origin, open_page):
     page, recorder = open_page(site_origin)
-    pagecheck.localize_sitemap(page.context, site_origin)
+    harness.localize_sitemap(page.context, site_origin)
     page.goto(f"{site_origin}/", wait_until="load")
     problems = click_nav_link(page, site_origin,
                               page_named(site_dir, "scaling"))
@@ -89,7 +90,7 @@ def test_instant_navigation_to_and_from_notebook(
     site_dir, site_origin, open_page
 ):
     page, recorder = open_page(site_origin)
-    pagecheck.localize_sitemap(page.context, site_origin)
+    harness.localize_sitemap(page.context, site_origin)
     scaling = page_named(site_dir, "scaling")
     page.goto(f"{site_origin}/{scaling.path}", wait_until="load")
     problems = click_nav_link(page, site_origin, notebook_page(site_dir))

@@ -7,9 +7,10 @@ colour scheme shows its own figure variant, nothing scrolls sideways on
 a phone, and four full-page screenshots land in build/screenshots/.
 """
 
+import harness
 import pagecheck
 import pytest
-from pagecheck import DESKTOP, PHONE, SCREENSHOTS
+from harness import DESKTOP, PHONE, SCREENSHOTS
 
 pytestmark = pytest.mark.browser
 
@@ -23,7 +24,7 @@ def report(site_page, problems):
 
 
 def test_site_has_notebook_page(site_dir):
-    pages = pagecheck.site_pages(site_dir)
+    pages = harness.site_pages(site_dir)
     notebooks = [
         p.name for p in pages if "jp-Notebook" in p.file.read_text("utf-8")
     ]

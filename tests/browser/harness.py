@@ -1,0 +1,157 @@
+"""The browser tests' harness: the built site, its server, Chromium, and
+a recorder of what the browser asks for.
+
+conftest.py makes the fixtures from these; pagecheck.py holds the checks
+of what a reader sees on a loaded page. The Recorder's problems (requests
+to other hosts, failed requests, console errors) are checked on every
+page the tests open.
+"""
+
+import os
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+# the server and Chromium's flags, shared with the benchmarks
+from scripts.site_server import CHROMIUM_ARGS, serve  # noqa: F401
+
+INSTALL_HINT = (
+    "install Chromium: `apt-get install chromium` (or `make browser`)"
+)
+REPO = Path(__file__).resolve().parents[2]
+# The built site: site/ (make site), or another build named by MHA_SITE_DIR.
+SITE = Path(os.environ.get("MHA_SITE_DIR") or REPO / "site")
+SCREENSHOTS = REPO / "build" / "screenshots"
+DESKTOP = {"width": 1280, "height": 900}
+PHONE = {"width": 390, "height": 844}
+
+
+@dataclass(frozen=True)
+class SitePage:
+    """One page of the built site: its URL path and a short name."""
+
+    path: str  # "" (the start page) or "scaling/": after the origin's /
+    name: str  # "index", "scaling", "generated-notebooks-experiment"
+    file: Path  # the index.html it is served from
+
+
+def site_pages(site=SITE):
+    """Every page of a built site: each **/index.html but the 404 page."""
+    pages = []
+    files = site.rglob("index.html")
+    for file in sorted(files, key=lambda f: f.parent.relative_to(site).parts):
+        rel = file.parent.relative_to(site).as_posix()
+        if rel == ".":
+            pages.append(SitePage("", "index", file))
+        elif not rel.startswith(("assets/", "404")):
+            pages.append(SitePage(rel + "/", rel.replace("/", "-"), file))
+    return pages
+
+# Schemes that are the local server itself or carry no network traffic.
+LOCAL_SCHEMES = ("data:", "blob:", "about:")
+
+
+def in_ci():
+    """True when the environment says this is a CI run (CI=true)."""
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false")
+
+
+def find_chromium():
+    """The path of a Chromium binary, or None where there is none."""
+    for name in ("chromium", "chromium-browser"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return "/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None
+
+
+def is_local(url, origin):
+    """True for the local server's own URLs and for data:/blob: URLs."""
+    if url.startswith(LOCAL_SCHEMES):
+        return True
+    return urlsplit(url)[:2] == urlsplit(origin)[:2]
+
+
+class Recorder:
+    """Records what a browser context asks for and complains about.
+
+    Every request URL (pages, workers, fonts...) is kept, and requests to
+    any other host are aborted before they leave: the attempt is what
+    counts, and no test sends real traffic.
+    """
+
+    def __init__(self, context, origin):
+        self.origin = origin
+        self.requests = []
+        self.failed = []
+        self.console_errors = []
+        self.blocked = []  # requests to other hosts, aborted here
+        context.route(lambda url: not is_local(url, origin), self._block)
+        context.on("request", lambda req: self.requests.append(req.url))
+        context.on("requestfailed", self._on_failed)
+        context.on("response", self._on_response)
+        context.on("console", self._on_console)
+        context.on("weberror", self._on_weberror)
+
+    def _block(self, route):
+        self.blocked.append(route.request.url)
+        route.abort("blockedbyclient")
+
+    def _on_failed(self, request):
+        if is_local(request.url, self.origin):  # others: see external
+            self.failed.append(f"{request.url} ({request.failure})")
+
+    def _on_response(self, response):
+        if response.status >= 400:
+            self.failed.append(f"{response.url} (HTTP {response.status})")
+
+    def _on_console(self, message):
+        if message.type == "error":
+            where = message.location.get("url", "")
+            self.console_errors.append(f"{message.text} [{where}]")
+
+    def _on_weberror(self, web_error):
+        self.console_errors.append(f"uncaught: {web_error.error}")
+
+    def problems(self):
+        """Requests to other hosts, failed requests, console errors."""
+        return (
+            request_problems(self.requests, self.origin)
+            + [f"failed request: {what}" for what in self.failed]
+            + [f"console error: {text}" for text in self.console_errors]
+        )
+
+
+def request_problems(urls, origin):
+    """One problem per request that went to a host other than `origin`."""
+    seen = dict.fromkeys(u for u in urls if not is_local(u, origin))
+    return [f"request to another host: {url}" for url in seen]
+
+
+def localize_sitemap(context, origin):
+    """Serve sitemap.xml as if the site were deployed at `origin`.
+
+    Material's instant navigation only intercepts links listed in
+    sitemap.xml, whose URLs start with the site_url the site was built
+    with (a Pages URL, or 127.0.0.1:8000). It swaps in the protocol and
+    host name of the page, but not the port nor the path, so on a test
+    server at another port every click would be a full reload. Rewriting
+    the site_url prefix to `origin` is what deploying there does.
+    """
+
+    def handle(route):
+        response = route.fetch()
+        text = response.text()
+        locs = re.findall(r"<loc>\s*(\S+?)\s*</loc>", text)
+        if locs:
+            base = min(locs, key=len)  # the home page: site_url itself
+            text = re.sub(
+                r"(<loc>\s*|href=\")" + re.escape(base),
+                lambda m: m.group(1) + origin + "/",
+                text,
+            )
+        route.fulfill(response=response, body=text)
+
+    context.route(f"{origin}/sitemap.xml", handle)
