@@ -216,7 +216,7 @@ def tiled_attention_torch(q, k, v, mask=None, causal=False,
     lead, tq, tk, dv = check_inputs(q.shape, k.shape, v.shape,
                                     block_q, block_k)
     for name, tensor in (("q", q), ("k", k), ("v", v)):
-        torch_ref._check_finite(tensor, name)
+        torch_ref.check_finite(tensor, name)
     if mask is not None:
         checks.mask_dtype("b" if mask.dtype == torch.bool else "f")
         checks.mask_shape(mask.shape, (*lead, tq, tk))

@@ -14,7 +14,7 @@ from torch import nn
 from mha_ref import checks, numpy_ref
 
 
-def _check_finite(tensor, name):
+def check_finite(tensor, name):
     if not torch.isfinite(tensor).all():  # .double(): NumPy has no bf16
         checks.finite(tensor.detach().cpu().double().numpy(), name)
 
@@ -41,7 +41,7 @@ def attention(q, k, v, mask=None):
     """
     checks.qkv_shapes(q.shape, k.shape, v.shape)
     for name, tensor in (("q", q), ("k", k), ("v", v)):
-        _check_finite(tensor, name)
+        check_finite(tensor, name)
     d = q.shape[-1]  # the head size d_k, not d_model
     # $S = QK^\top / \sqrt{d_k}$
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., Tq, Tk)

@@ -7,17 +7,15 @@ Memory: the peak grows about linearly in T for the tiled pass and
 quadratically for the plain one (ratios between T and 2T, never time).
 """
 
-import tracemalloc
-
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from torch.profiler import ProfilerActivity, profile
 
 from mha_ref import numpy_ref, tiled, torch_ref
 from mha_ref.tolerances import atol
+from scripts.tiled import peak_bytes_numpy, peak_bytes_torch_cpu
 
 LEAD = (2, 3)  # (B, H)
 D, DV = 4, 5  # head sizes of q/k and of v
@@ -269,32 +267,6 @@ def test_tiled_rejects_non_finite_inputs(attend):
 # Memory: ratios of peak bytes between T and 2T.
 
 MEM_LEAD, MEM_D, MEM_BLOCK = (1, 2), 16, 32
-
-
-def peak_bytes_numpy(fn, *args, **kw):
-    """Peak bytes NumPy allocates during fn (tracemalloc sees its arrays)."""
-    tracemalloc.start()
-    try:
-        fn(*args, **kw)
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
-def peak_bytes_torch_cpu(fn, *args, **kw):
-    """Peak of torch's CPU allocations during fn, from the profiler.
-
-    The profiler charges each op its net bytes; summed in start order
-    they trace the live total (an op's own transient peak is not seen).
-    """
-    with profile(activities=[ProfilerActivity.CPU],
-                 profile_memory=True) as prof:
-        fn(*args, **kw)
-    live = peak = 0
-    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
-        live += event.self_cpu_memory_usage
-        peak = max(peak, live)
-    return peak
 
 
 def mem_qkv(t, to_torch=False):
