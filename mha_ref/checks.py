@@ -8,11 +8,16 @@ shape, index or row in its message; none uses ``assert``, which
 import numpy as np
 
 
+def integer(value, name):
+    """Raise TypeError unless ``value`` is an int (bool is refused)."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+
+
 def head_split(d_model, n_head):
     """Check that ``d_model`` splits evenly into ``n_head`` heads."""
     for name, value in (("d_model", d_model), ("n_head", n_head)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+        integer(value, name)
         if value <= 0:
             raise ValueError(f"{name} must be positive, got {value}")
     if d_model % n_head:
@@ -72,6 +77,11 @@ def mask_dtype(kind):
         )
 
 
+def first_index(flags):
+    """The index of the first True in a NumPy bool array, as Python ints."""
+    return tuple(int(i) for i in np.argwhere(flags)[0])
+
+
 def every_row_has_a_key(row_blocked, what="query row"):
     """Raise if any row has every key blocked.
 
@@ -79,7 +89,7 @@ def every_row_has_a_key(row_blocked, what="query row"):
     where the whole row of keys is masked: softmax has no denominator.
     """
     if np.any(row_blocked):
-        first = tuple(int(i) for i in np.argwhere(row_blocked)[0])
+        first = first_index(row_blocked)
         count = int(np.count_nonzero(row_blocked))
         raise ValueError(
             f"{what} at index {first} (of {count} such rows, leading "
@@ -92,7 +102,7 @@ def finite(array, name):
     """Raise if a NumPy array holds NaN or an infinity, naming where."""
     bad = ~np.isfinite(array)
     if np.any(bad):
-        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        first = first_index(bad)
         raise ValueError(
             f"{name} of shape {tuple(array.shape)} holds "
             f"{array[first]} at index {first}; inputs must be finite"
@@ -139,7 +149,7 @@ def real_logits(logits):
         _exact_integers(values, converted)
     bad = np.isnan(converted) | np.isposinf(converted)
     if np.any(bad):
-        first = tuple(int(i) for i in np.argwhere(bad)[0])
+        first = first_index(bad)
         raise ValueError(
             f"logits of shape {values.shape} hold {converted[first]} at "
             f"index {first}; use finite values, or -inf for masked keys"

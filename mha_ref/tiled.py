@@ -23,8 +23,7 @@ def check_inputs(q_shape, k_shape, v_shape, block_q, block_k):
     """Check shapes and block sizes; return (lead, Tq, Tk, dv)."""
     lead = checks.qkv_shapes(q_shape, k_shape, v_shape)
     for name, value in (("block_q", block_q), ("block_k", block_k)):
-        if isinstance(value, bool) or not isinstance(value, int | np.integer):
-            raise TypeError(f"{name} must be an int, got {value!r}")
+        checks.integer(value, name)
         if value < 1:
             raise ValueError(f"{name} must be at least 1, got {value}")
     tq, tk = q_shape[-2], k_shape[-2]
@@ -66,9 +65,24 @@ def positions(causal, query_positions, key_positions, tq, tk, as_array):
     return q_pos, k_pos
 
 
-def check_every_row_has_a_key(no_key, lead, tq, start):
-    """Raise if a query row of this block saw no allowed key."""
-    if np.any(no_key):  # no_key: NumPy bool (..., bq), rows from start
+def check_row_max(row_max, lead, tq, start):
+    """Raise if a query row of this block overflowed or saw no key.
+
+    row_max: NumPy (..., bq, 1), the rows from ``start`` on. NaN or +inf
+    means q @ k^T overflowed (as numpy_ref.softmax refuses); -inf means
+    every key was blocked.
+    """
+    row_max = row_max[..., 0]  # (..., bq)
+    overflow = np.isnan(row_max) | np.isposinf(row_max)
+    if np.any(overflow):
+        *batch, row = checks.first_index(overflow)
+        raise ValueError(
+            f"scores of query row at index {(*batch, start + row)} hold "
+            f"{row_max[overflow][0]}: q @ k^T overflowed; use smaller "
+            "inputs"
+        )
+    no_key = np.isneginf(row_max)
+    if np.any(no_key):
         rows = np.zeros((*lead, tq), dtype=bool)
         rows[..., start:start + no_key.shape[-1]] = no_key
         checks.every_row_has_a_key(rows)
@@ -156,7 +170,8 @@ def tiled_attention_numpy(q, k, v, mask=None, causal=False,
                 s = np.where(tile, -np.inf, s)  # before the softmax
             state = online_softmax_update_numpy(state, s, v[..., cols, :])
         row_max, row_sum, acc = state
-        check_every_row_has_a_key(np.isneginf(row_max[..., 0]), lead, tq, i)
+        # NaN or +inf: q @ k^T overflowed; -inf: every key was blocked
+        check_row_max(row_max, lead, tq, i)
         # $o = O / \ell$
         out_blocks.append(acc / row_sum)  # (..., bq, dv)
     return np.concatenate(out_blocks, axis=-2)  # (..., Tq, dv)
@@ -244,8 +259,8 @@ def tiled_attention_torch(q, k, v, mask=None, causal=False,
                 s = s.masked_fill(tile, -math.inf)  # before the softmax
             state = online_softmax_update_torch(state, s, v[..., cols, :])
         row_max, row_sum, acc = state
-        no_key = row_max[..., 0].isneginf().cpu().numpy()
-        check_every_row_has_a_key(no_key, lead, tq, i)
+        # NaN or +inf: q @ k^T overflowed; -inf: every key was blocked
+        check_row_max(row_max.detach().cpu().double().numpy(), lead, tq, i)
         # $o = O / \ell$
         out_blocks.append(acc / row_sum)  # (..., bq, dv)
     return torch.cat(out_blocks, dim=-2)  # (..., Tq, dv)

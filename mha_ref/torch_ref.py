@@ -15,7 +15,9 @@ from mha_ref import checks, numpy_ref
 
 
 def check_finite(tensor, name):
-    if not torch.isfinite(tensor).all():  # .double(): NumPy has no bf16
+    """checks.finite for a tensor on any device and float dtype."""
+    if not torch.isfinite(tensor).all():
+        # .double(): NumPy has no bfloat16
         checks.finite(tensor.detach().cpu().double().numpy(), name)
 
 
@@ -130,6 +132,8 @@ class MultiHeadAttention(nn.Module):
 def sdpa_forward(module, x, mask=None, context=None):
     """The module's weights through F.scaled_dot_product_attention."""
     q, k, v = module.project(x, context)  # (B, H, T, dh)
+    for name, tensor in (("q", q), ("k", k), ("v", v)):
+        check_finite(tensor, name)  # as attention() checks them
     allowed = None
     if mask is not None:
         _check_mask(mask, (*q.shape[:-1], k.shape[-2]))
@@ -137,7 +141,9 @@ def sdpa_forward(module, x, mask=None, context=None):
     # dropout_p does not follow module.eval(): pass 0.0 explicitly
     out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=allowed, dropout_p=0.0
-    )
+    )  # (B, H, Tq, dh)
+    # finite q and k can still overflow q @ k^T: no silent NaN rows
+    check_finite(out, "SDPA output")
     return module.wo(module.merge_heads(out))  # (B, Tq, d_model)
 # --8<-- [end:sdpa-forward]
 

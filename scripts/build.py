@@ -35,8 +35,9 @@ starting with "_". Discovery reads the source without importing it.
     scheme (``theme.name`` is "light" or "dark"; ``theme.text``,
     ``theme.series``, ``theme.masked``, ``theme.cmap``...), writes
     ``figures/<name>-<scheme>.svg`` and stores ``alt`` in
-    ``data["figures"][name]``. Helpers: ``scripts.common.markdown_table``
-    and ``fmt``. Names must not clash with another topic's.
+    ``data["figures"][name]`` (themes: scripts/figures.py). Helpers:
+    ``scripts.common.markdown_table``, ``fmt`` and ``fmt_list``. Names
+    must not clash with another topic's.
 ``DEPENDS = ["mha_ref/tiled.py", ...]`` (optional)
     A literal list of paths or globs relative to the repository root that
     the outputs depend on; default: every ``mha_ref/*.py``.
@@ -79,8 +80,8 @@ def run_topic(project, task, written):
             f"{type(data).__name__}"
         )
     data = common.plain(data)  # render sees what the pages will see
-    out = common.Output(project.out, data)
-    out.written = written  # shared: a failure still knows what was written
+    # ``written`` is the caller's: a failure still knows what was written
+    out = common.Output(project.out, data, written)
     render = getattr(module, "render", None)
     if render is not None:
         render(data, out)

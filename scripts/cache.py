@@ -1,16 +1,18 @@
 """The generation cache: task keys, records and freshness.
 
 A task's key is the sha256 of its input files (its own source,
-scripts/common.py, its DEPENDS files), the numpy/torch/matplotlib
-versions, the Python version, the platform and a device fingerprint
-(CUDA_VISIBLE_DEVICES and the GPUs the NVIDIA driver lists; torch is not
-imported for it). The key and the sha256 of each output go to
-``.cache/generated/<task>.json`` ($MHA_CACHE_DIR), written LAST; before a
-task runs its key is cleared, so an interrupted run leaves no valid key.
-A key whose outputs are missing or edited reruns the task. Files a task
-no longer writes, and the outputs of deleted tasks, are removed.
+scripts/common.py and figures.py, its DEPENDS files), the
+numpy/torch/matplotlib versions, the Python version, the platform and a
+device fingerprint (CUDA_VISIBLE_DEVICES and the GPUs the NVIDIA driver
+lists; torch is not imported for it). The key and the sha256 of each
+output go to ``.cache/generated/<task>.json`` ($MHA_CACHE_DIR), written
+LAST; before a task runs its key is cleared, so an interrupted run
+leaves no valid key. A key whose outputs are missing or edited reruns
+the task. Files a task no longer writes, and the outputs of deleted
+tasks, are removed.
 """
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -28,6 +30,7 @@ PACKAGES = ("numpy", "torch", "matplotlib")  # versions in every key
 # ------------------------------------------------------------- the key
 
 
+@functools.cache  # once per process, not once per task (slow: ~1 ms)
 def _version(package):
     try:
         return importlib.metadata.version(package)

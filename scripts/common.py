@@ -1,9 +1,10 @@
-"""Helpers shared by the topic modules: writing, tables, figures, runtime.
+"""Helpers shared by the topic modules: writing, tables, runtime.
 
 Everything a topic writes goes through ``Output`` (passed to its
 ``render``), which writes atomically and only when the bytes change, so
-``mkdocs serve`` does not rebuild in a loop. This file is part of every
-topic's cache key: a change here reruns them all.
+``mkdocs serve`` does not rebuild in a loop; figures are drawn by
+figures.py. Both files are part of every topic's cache key: a change
+here reruns them all.
 
 matplotlib and torch are imported inside the functions that need them,
 so a fully cached build never pays for them.
@@ -14,8 +15,9 @@ import math
 import os
 import platform
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
+
+from scripts.figures import THEMES, render_svg
 
 # --------------------------------------------------------------- writing
 
@@ -92,7 +94,7 @@ def fmt(x, digits=4):
     """
     if isinstance(x, str):
         return x
-    if isinstance(x, bool) or isinstance(x, int):
+    if isinstance(x, int):  # bool too
         return str(x)
     x = float(x)
     if not math.isfinite(x):
@@ -105,6 +107,11 @@ def fmt(x, digits=4):
         mantissa, exponent = text.split("e")
         text = f"{mantissa}e{int(exponent):+03d}"
     return text
+
+
+def fmt_list(values, digits=4):
+    """``fmt`` each value, as a list: [0.8808, 0.1192]."""
+    return "[" + ", ".join(fmt(v, digits) for v in values) + "]"
 
 
 def markdown_table(header, rows, align=None):
@@ -144,87 +151,7 @@ def runtime_info():
     }
 
 
-# --------------------------------------------------------------- figures
-
-
-@dataclass(frozen=True)
-class Theme:
-    """Colours for one of Material's schemes; figures are transparent."""
-
-    name: str  # "light" or "dark": the file suffix
-    text: str  # labels, ticks, titles
-    muted: str  # grid lines, reference lines
-    series: tuple  # line/bar colours, in order
-    masked: str  # fill of masked (blocked) cells
-    cmap: str = "viridis"
-
-    @property
-    def rc(self):
-        return {
-            "text.color": self.text,
-            "axes.labelcolor": self.text,
-            "axes.edgecolor": self.text,
-            "axes.titlecolor": self.text,
-            "xtick.color": self.text,
-            "ytick.color": self.text,
-            "grid.color": self.muted,
-            "hatch.color": self.muted,
-            "legend.facecolor": "none",
-            "legend.edgecolor": self.muted,
-            "legend.labelcolor": self.text,
-        }
-
-    def text_on(self, rgba):
-        """Black or white, whichever reads on a cell of colour ``rgba``."""
-        r, g, b = rgba[:3]
-        return "#111111" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 \
-            else "#ffffff"
-
-
-THEMES = (
-    Theme("light", text="#1f1f1f", muted="#9e9e9e",
-          series=("#1565c0", "#d84315", "#2e7d32", "#6a1b9a"),
-          masked="#d6d6d6"),
-    Theme("dark", text="#e3e5ea", muted="#7a7f8c",
-          series=("#64b5f6", "#ffab70", "#81c784", "#ce93d8"),
-          masked="#4a4e59"),
-)
-
-BASE_RC = {
-    "svg.hashsalt": "mha-ref",  # fixed element ids: reproducible bytes
-    "svg.fonttype": "none",  # real text: small files, selectable
-    "font.family": "sans-serif",
-    # a short fallback list: it is repeated on every text element
-    "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"],
-    "font.size": 10,
-    "axes.titlesize": 11,
-    "axes.titleweight": "bold",
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "figure.facecolor": "none",
-    "axes.facecolor": "none",
-    "savefig.facecolor": "none",
-    "savefig.transparent": True,
-    "path.simplify": True,
-}
-
-
-def render_svg(draw, theme, figsize):
-    """Call ``draw(fig, theme)`` on a fresh figure; return the SVG bytes."""
-    import io
-
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display; must precede pyplot anywhere
-    from matplotlib.figure import Figure
-
-    with matplotlib.rc_context({**BASE_RC, **theme.rc}):
-        fig = Figure(figsize=figsize, layout="constrained")
-        draw(fig, theme)
-        buffer = io.BytesIO()
-        fig.savefig(buffer, format="svg",
-                    metadata={"Date": None, "Creator": None})
-    return buffer.getvalue()
+# ---------------------------------------------------------------- output
 
 
 class Output:
@@ -236,18 +163,18 @@ class Output:
     alt text stored in the topic's data under data["figures"][name].
     """
 
-    def __init__(self, root, data):
+    def __init__(self, root, data, written=None):
         self.root = Path(root)
         self.data = data
-        self.written = []  # paths relative to root, in order
-        self.changed = []
+        # paths relative to root, in order; the caller may pass its own
+        # list, to know what was written even when render fails
+        self.written = [] if written is None else written
 
     def _write(self, relative, content):
         if relative in self.written:
             raise ValueError(f"{relative} written twice by one topic")
         self.written.append(relative)
-        if atomic_write(self.root / relative, content):
-            self.changed.append(relative)
+        atomic_write(self.root / relative, content)
 
     def data_file(self, topic):
         """data/<topic>.json from ``self.data`` (after the figures)."""

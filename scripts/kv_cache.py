@@ -1,6 +1,6 @@
 """Where the causal mask starts when two new queries meet five keys."""
 
-from scripts.common import fmt, markdown_table
+from scripts.common import fmt, fmt_list, markdown_table
 
 DEPENDS = ["mha_ref/kv_cache.py", "mha_ref/torch_ref.py",
            "mha_ref/numpy_ref.py", "mha_ref/checks.py"]
@@ -43,9 +43,8 @@ def compute():
 
 
 def _allowed(values, mask_row):
-    return "[" + ", ".join(
-        fmt(v) for v, blocked in zip(values, mask_row, strict=True)
-        if not blocked) + "]"
+    return fmt_list(v for v, blocked in zip(values, mask_row, strict=True)
+                    if not blocked)
 
 
 def render(data, out):
@@ -100,8 +99,7 @@ def render(data, out):
                 side.set_visible(False)
             ax.set_title(title, fontsize=10, loc="left")
         fig.suptitle("Two new queries (positions 3, 4) against five "
-                     "cached + new keys, all scores 0",
-                     fontsize=10, fontweight="bold")
+                     "cached + new keys, all scores 0")
 
     out.figure("kv-masks", draw, figsize=(7.0, 3.4), alt=(
         "Two masks of 2 query rows by 5 key columns, each allowed cell "

@@ -124,8 +124,7 @@ def render(data, out):
         bar.set_label("weight (rows sum to 1)")
         fig.suptitle(
             f"Causal self-attention weights, {ex['n_head']} heads, "
-            f"T = {t} (hatched grey = masked future)",
-            fontsize=10, fontweight="bold")
+            f"T = {t} (hatched grey = masked future)")
 
     means = ", ".join(fmt(w, 2) for w in ex["mean_row_max_per_head"])
     out.figure("heads-heatmap", draw, figsize=(7.0, 2.5), alt=(

@@ -5,6 +5,8 @@ added when torch sees a CUDA device. A CPU row above its tolerance fails
 the build (that is a bug); a CUDA row is published as measured.
 """
 
+import itertools
+
 from scripts import common
 from scripts.common import fmt, markdown_table
 
@@ -80,26 +82,19 @@ def compute():
     environment = common.runtime_info()
     devices = ["cpu"] + (["cuda"] if environment["cuda_available"] else [])
     rows, row_error, future = [], {d: 0.0 for d in DTYPES}, 0.0
-    for device in devices:
-        for dtype in DTYPES:
-            tolerance = tolerances.atol(dtype)
-            for bias in (False, True):
-                for kind in MASKS:
-                    diffs, weights, mask = run_case(device, dtype, bias,
-                                                    kind)
-                    sums = weights.sum(dim=-1) - 1
-                    row_error[dtype] = max(row_error[dtype],
-                                           float(sums.abs().max()))
-                    if kind == "causal":
-                        future_weights = weights.masked_select(mask)
-                        future = max(future, float(future_weights.max()))
-                    rows.extend({
-                        "pair": pair, "dtype": dtype, "device": device,
-                        "bias": bias, "mask": kind,
-                        "max_abs_diff": diffs[pair],
-                        "tolerance": tolerance,
-                        "passed": diffs[pair] <= tolerance,
-                    } for pair in PAIRS)
+    for device, dtype, bias, kind in itertools.product(
+            devices, DTYPES, (False, True), MASKS):
+        diffs, weights, mask = run_case(device, dtype, bias, kind)
+        sums = weights.sum(dim=-1) - 1
+        row_error[dtype] = max(row_error[dtype], float(sums.abs().max()))
+        if kind == "causal":
+            future = max(future, float(weights.masked_select(mask).max()))
+        tolerance = tolerances.atol(dtype)
+        rows.extend({
+            "pair": pair, "dtype": dtype, "device": device, "bias": bias,
+            "mask": kind, "max_abs_diff": diffs[pair],
+            "tolerance": tolerance, "passed": diffs[pair] <= tolerance,
+        } for pair in PAIRS)
     failed = [r for r in rows if not r["passed"] and r["device"] == "cpu"]
     if failed:
         raise ValueError(f"parity fails on CPU: {failed}")
@@ -132,24 +127,25 @@ def environment_note(data):
 
 def render(data, out):
     cuda = data["cuda_rows_included"]
+    devices = ["cpu", "cuda"] if cuda else ["cpu"]
+    tolerance = {r["dtype"]: r["tolerance"] for r in data["rows"]}
+    cases = {}  # (pair, device, dtype, bias) -> {mask: row}
+    for r in data["rows"]:
+        case = (r["pair"], r["device"], r["dtype"], r["bias"])
+        cases.setdefault(case, {})[r["mask"]] = r
     header = ["from-scratch vs", *(["device"] if cuda else []), "dtype",
               "bias", *MASKS, "tolerance", "pass"]
     table = []
-    for pair in PAIRS:
-        for device in ["cpu", "cuda"] if cuda else ["cpu"]:
-            for dtype in DTYPES:
-                for bias in (False, True):
-                    cases = {r["mask"]: r for r in data["rows"]
-                             if (r["pair"], r["device"], r["dtype"],
-                                 r["bias"]) == (pair, device, dtype, bias)}
-                    table.append([
-                        PAIR_LABELS[pair], *([device] if cuda else []),
-                        dtype, "yes" if bias else "no",
-                        *(fmt(cases[m]["max_abs_diff"], 3) for m in MASKS),
-                        fmt(cases[MASKS[0]]["tolerance"]),
-                        "✓" if all(c["passed"] for c in cases.values())
-                        else "✗",
-                    ])
+    for case in itertools.product(PAIRS, devices, DTYPES, (False, True)):
+        pair, device, dtype, bias = case
+        by_mask = cases[case]
+        table.append([
+            PAIR_LABELS[pair], *([device] if cuda else []),
+            dtype, "yes" if bias else "no",
+            *(fmt(by_mask[m]["max_abs_diff"], 3) for m in MASKS),
+            fmt(tolerance[dtype]),
+            "✓" if all(r["passed"] for r in by_mask.values()) else "✗",
+        ])
     align = "l" + "l" * (3 if cuda else 2) + "r" * len(MASKS) + "rc"
     markdown = markdown_table(header, table, align)
     out.table("parity", markdown + "\n" + environment_note(data) + "\n")
@@ -158,15 +154,13 @@ def render(data, out):
         import numpy as np
 
         ax = fig.subplots()
-        series = [(dtype, device) for device in
-                  (["cpu", "cuda"] if cuda else ["cpu"])
-                  for dtype in DTYPES]
+        series = list(itertools.product(devices, DTYPES))
         width = 0.8 / len(series)
         floor = 1e-18
-        for s, (dtype, device) in enumerate(series):
-            heights = [max(r["max_abs_diff"] for r in data["rows"]
-                           if (r["pair"], r["dtype"], r["device"])
-                           == (pair, dtype, device)) for pair in PAIRS]
+        for s, (device, dtype) in enumerate(series):
+            heights = [max(r["max_abs_diff"] for bias in (False, True)
+                           for r in cases[pair, device, dtype, bias].values())
+                       for pair in PAIRS]
             xs = np.arange(len(PAIRS)) + (s - (len(series) - 1) / 2) * width
             colour = theme.series[DTYPES.index(dtype)]
             ax.bar(xs, [max(h, floor) for h in heights], width * 0.9,
@@ -176,14 +170,13 @@ def render(data, out):
                 ax.text(x_pos, max(h, floor) * 2.5,
                         "0" if h == 0 else fmt(h, 2), ha="center",
                         fontsize=7.5)
-        tolerance = {r["dtype"]: r["tolerance"] for r in data["rows"]}
         for dtype in DTYPES:
             tol = tolerance[dtype]
-            ax.axhline(tol, ls="--", lw=1.2,
-                       color=theme.series[DTYPES.index(dtype)])
+            colour = theme.series[DTYPES.index(dtype)]
+            ax.axhline(tol, ls="--", lw=1.2, color=colour)
             ax.text(len(PAIRS) - 0.45, tol * 1.6,
                     f"{dtype} tolerance {fmt(tol)}", ha="right",
-                    fontsize=8, color=theme.series[DTYPES.index(dtype)])
+                    fontsize=8, color=colour)
         ax.set_yscale("log")
         ax.set_ylim(floor / 2, 1e-2)
         ax.set_xticks(range(len(PAIRS)), [PAIR_LABELS[p] for p in PAIRS])
@@ -193,7 +186,6 @@ def render(data, out):
         ax.legend(loc="upper left", ncols=len(series))
 
     summary = data["summary"]
-    tolerance = {r["dtype"]: r["tolerance"] for r in data["rows"]}
     verdict = ("every bar is below its tolerance line"
                if data["all_passed"]
                else "some bars exceed their tolerance line")

@@ -208,8 +208,7 @@ def render(data, out):
         axes[0].set_yticks(range(split["rows"]), labels)
         fig.suptitle(
             f"Where each head's entries come from: position t, channel c "
-            f"(T = {split['t']}, d_model = {split['d_model']})",
-            fontsize=10, fontweight="bold")
+            f"(T = {split['t']}, d_model = {split['d_model']})")
 
     out.figure("head-split", draw, figsize=(7.0, 3.6), alt=(
         f"Two grids of {split['rows']} rows (head, row) by "

@@ -1,6 +1,6 @@
 """Why divide by sqrt(d_k): the [8, -8] example and a head-size sweep."""
 
-from scripts.common import fmt, markdown_table
+from scripts.common import fmt, fmt_list, markdown_table
 
 DEPENDS = ["mha_ref/numpy_ref.py", "mha_ref/checks.py"]
 HEAD_SIZES = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
@@ -59,19 +59,16 @@ def compute():
     }
 
 
-def _pair(values):
-    return "[" + ", ".join(fmt(v) for v in values) + "]"
-
-
 def render(data, out):
     d_head, d_model = data["d_head"], data["d_model"]
     rows = [
-        ["none", _pair(data["scores"]), _pair(data["unscaled_weights"])],
+        ["none", fmt_list(data["scores"]),
+         fmt_list(data["unscaled_weights"])],
         [f"√d_head = √{d_head} = {fmt(data['sqrt_d_head'])}",
-         _pair(data["scaled_scores"]), _pair(data["scaled_weights"])],
+         fmt_list(data["scaled_scores"]), fmt_list(data["scaled_weights"])],
         [f"√d_model = √{d_model} ≈ {fmt(data['sqrt_d_model'])}",
-         _pair(data["d_model_scaled_scores"]),
-         _pair(data["d_model_scaled_weights"])],
+         fmt_list(data["d_model_scaled_scores"]),
+         fmt_list(data["d_model_scaled_weights"])],
     ]
     out.table("scaling", markdown_table(
         ["scores divided by", "scores", "softmax weights"], rows, "lll"

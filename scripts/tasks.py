@@ -13,12 +13,12 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from scripts import common, notebook_runner
+from scripts import common, figures, notebook_runner
 from scripts.cache import PACKAGES
 
 ROOT = Path(__file__).resolve().parent.parent
 # Modules of scripts/ that are not topics, even with a `compute`.
-NOT_TOPICS = {"__init__", "build", "cache", "common", "macros",
+NOT_TOPICS = {"__init__", "build", "cache", "common", "figures", "macros",
               "mkdocs_hook", "notebook_runner", "site_server", "tasks"}
 
 
@@ -83,7 +83,8 @@ def _resolve(project, patterns):
 def discover(project):
     """The topic and notebook tasks of ``project``, in a stable order."""
     tasks = []
-    shared = [Path(common.__file__).resolve()]
+    # every topic's key: the helpers it writes and draws through
+    shared = [Path(m.__file__).resolve() for m in (common, figures)]
     for path in sorted(project.scripts.glob("*.py")):
         if path.stem in NOT_TOPICS or path.stem.startswith("_"):
             continue

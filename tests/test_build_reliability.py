@@ -18,6 +18,7 @@ and each test then breaks one thing and checks the build says so:
   clean one.
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -220,22 +221,20 @@ def reference(generated, copy):
     return snapshot(copy / "docs" / "generated")
 
 
-class edited:
-    """Context manager: `path` holds `text` inside, its old bytes after."""
-
-    def __init__(self, path, text):
-        self.path, self.text = Path(path), text
-
-    def __enter__(self):
-        self.old = self.path.read_bytes() if self.path.exists() else None
-        self.path.write_text(self.text, encoding="utf-8")
-        return self.path
-
-    def __exit__(self, *exc):
-        if self.old is None:
-            self.path.unlink(missing_ok=True)
+@contextlib.contextmanager
+def edited(path, text):
+    """`path` holds `text` inside the block, its old bytes (or nothing)
+    after it."""
+    path = Path(path)
+    old = path.read_bytes() if path.exists() else None
+    path.write_text(text, encoding="utf-8")
+    try:
+        yield path
+    finally:
+        if old is None:
+            path.unlink(missing_ok=True)
         else:
-            self.path.write_bytes(self.old)
+            path.write_bytes(old)
 
 
 def ran_topics(output):

@@ -37,6 +37,21 @@ def test_head_split_rejects_non_positive_or_non_int(
         checks.head_split(d_model, n_head)
 
 
+@pytest.mark.parametrize("bad", [2.0, True, "2", None])
+def test_integer_rejects_non_ints_naming_them(bad):
+    with pytest.raises(TypeError, match=rf"block_q must be an int, got "
+                       rf"{re.escape(repr(bad))}"):
+        checks.integer(bad, "block_q")
+    assert checks.integer(np.int32(2), "block_q") is None
+
+
+def test_first_index_is_row_major_first_true():
+    flags = np.zeros((2, 3, 4), dtype=bool)
+    flags[1, 0, 3] = flags[1, 2, 0] = True
+    assert checks.first_index(flags) == (1, 0, 3)
+    assert all(type(i) is int for i in checks.first_index(flags))
+
+
 def test_qkv_shapes_returns_broadcast_batch_dims():
     assert checks.qkv_shapes((2, 1, 3, 4), (1, 5, 6, 4), (5, 6, 7)) == (
         2, 5,

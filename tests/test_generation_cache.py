@@ -228,6 +228,6 @@ def test_discover_finds_the_site_topics():
                 "softmax_backward", "multiple_heads", "pitfalls",
                 "parity", "kv_cache", "notebooks/experiment"}
     assert expected <= names
-    assert not names & {"build", "cache", "common", "macros",
+    assert not names & {"build", "cache", "common", "figures", "macros",
                         "mkdocs_hook", "notebook_runner", "site_server",
                         "tasks", "bench"}

@@ -16,7 +16,7 @@ NAMES = ("wq", "wk", "wv", "wo")
 
 
 def mask_for(case, make_mask, tq, tk):
-    if case.startswith("none"):
+    if case == "none":
         return None
     if case == "causal":
         return torch_ref.causal_mask(tq)
@@ -40,28 +40,19 @@ def grads_of(module, forward, x, context, upstream):
 
 def library_grads(library, mask, x, context, upstream):
     """The library's gradients, renamed to our module's parameters."""
-    for tensor in (x, context):
-        if tensor is not None:
-            tensor.grad = None
-    y = torch_ref.library_forward(library, x, mask, context)
-    y.backward(upstream)
-    # in_proj_weight is [W_q; W_k; W_v] stacked along dim 0
-    grads = dict(zip(
-        ("wq.weight", "wk.weight", "wv.weight"),
-        library.in_proj_weight.grad.chunk(3),
-        strict=True,
-    ))
-    grads["wo.weight"] = library.out_proj.weight.grad
-    if library.in_proj_bias is not None:
-        grads.update(zip(
-            ("wq.bias", "wk.bias", "wv.bias"),
-            library.in_proj_bias.grad.chunk(3),
-            strict=True,
-        ))
-        grads["wo.bias"] = library.out_proj.bias.grad
-    grads["x"] = x.grad.clone()
-    if context is not None:
-        grads["context"] = context.grad.clone()
+    grads = grads_of(
+        library, lambda x, c: torch_ref.library_forward(library, x, mask, c),
+        x, context, upstream,
+    )
+    # in_proj_weight (and _bias) is [W_q; W_k; W_v] stacked along dim 0
+    for kind in ("weight", "bias"):
+        if f"in_proj_{kind}" in grads:
+            grads.update(zip(
+                (f"wq.{kind}", f"wk.{kind}", f"wv.{kind}"),
+                grads.pop(f"in_proj_{kind}").chunk(3),
+                strict=True,
+            ))
+            grads[f"wo.{kind}"] = grads.pop(f"out_proj.{kind}")
     return grads
 
 

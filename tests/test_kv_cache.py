@@ -10,21 +10,21 @@ from mha_ref.tolerances import atol
 TOL = dict(atol=atol(torch.float64), rtol=0)
 
 
-def test_kv_cache_example_aligned_and_upper_left_values():
-    aligned, upper_left = kv_cache.cached_attention_example()
-    torch.testing.assert_close(
-        aligned, torch.tensor([25.0, 30.0], dtype=torch.float64), **TOL
-    )
-    torch.testing.assert_close(
-        upper_left, torch.tensor([10.0, 15.0], dtype=torch.float64), **TOL
-    )
+# the default values (25, 30 against 10, 15) are a claim of the text:
+# tests/test_claims.py checks them
 
-
-def test_kv_cache_example_is_running_mean_for_any_values():
-    values = (1.0, 2.0, 3.0, 4.0, 5.0, 6.0)  # new queries at 4 and 5
-    aligned, upper_left = kv_cache.cached_attention_example(values)
-    np.testing.assert_allclose(aligned.numpy(), [3.0, 3.5], **TOL)
-    np.testing.assert_allclose(upper_left.numpy(), [1.0, 1.5], **TOL)
+@pytest.mark.parametrize(
+    "values, aligned, upper_left",
+    [((1.0, 2.0, 3.0, 4.0, 5.0, 6.0), [3.0, 3.5], [1.0, 1.5]),
+     ((-4.0, 8.0, 2.0), [2.0, 2.0], [-4.0, 2.0])],
+)
+def test_kv_cache_example_is_running_mean_for_any_values(
+    values, aligned, upper_left
+):
+    # the new queries are the last two positions
+    got_aligned, got_upper_left = kv_cache.cached_attention_example(values)
+    np.testing.assert_allclose(got_aligned.numpy(), aligned, **TOL)
+    np.testing.assert_allclose(got_upper_left.numpy(), upper_left, **TOL)
 
 
 def test_kv_cache_aligned_rows_equal_full_causal_rows(make_tensor):

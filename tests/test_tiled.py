@@ -256,6 +256,18 @@ def test_tiled_rejects_bad_positions(attend):
         attend(q, k, v, key_positions=np.arange(6))
 
 
+def test_tiled_rejects_overflowing_scores_naming_the_row(attend):
+    # finite q and k whose product overflows: the reference refuses it
+    q, k, v = qkv(4, 6)
+    q[1, 2, 3] = k[1, 2] = 1e200  # row 3 of batch 1, head 2 overflows
+    with (
+        np.errstate(over="ignore", invalid="ignore"),
+        pytest.raises(ValueError, match=r"query row at index \(1, 2, 3\) "
+                      r"hold (inf|nan): q @ k\^T overflowed"),
+    ):
+        attend(q, k, v, block_q=2, block_k=4)
+
+
 def test_tiled_rejects_non_finite_inputs(attend):
     q, k, v = qkv(4, 6)
     k[0, 1, 2, 3] = np.nan

@@ -179,13 +179,26 @@ def test_mha_paths_reject_bad_context_naming_shapes(
         forward(x, None, make_tensor((B, TK, D_MODEL - 1)))
 
 
-def test_mha_rejects_nan_input_naming_index(make_module, make_tensor):
-    module = make_module(D_MODEL, N_HEAD, bias=False)
+@pytest.mark.parametrize("path", ["module", "sdpa"])
+def test_mha_paths_reject_nan_input_naming_index(
+    path, make_module, make_tensor
+):
+    forward = paths(make_module(D_MODEL, N_HEAD, bias=False))[path]
     x = make_tensor((B, TQ, D_MODEL), seed=1)
     x[1, 2, 0] = float("nan")  # q, k and v of position 2 become NaN
     with pytest.raises(ValueError, match=r"q of shape \(2, 3, 4, 4\) "
                        r"holds nan at index \(1, 0, 2, 0\)"):
-        module(x)
+        forward(x, None, None)
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa"])
+def test_mha_paths_reject_overflowing_scores(path, make_module,
+                                             make_tensor):
+    # q and k stay finite (~1e20) but q . k (~1e40) overflows float32
+    forward = paths(make_module(D_MODEL, N_HEAD, dtype=torch.float32))[path]
+    x = 1e20 * make_tensor((B, TQ, D_MODEL), dtype=torch.float32, seed=1)
+    with pytest.raises(ValueError, match=r"holds? (inf|nan) at index \("):
+        forward(x, None, None)
 
 
 def test_sdpa_forward_is_not_affected_by_train_mode(make_module,

@@ -119,4 +119,4 @@ def katex_decision(build, reading):
         f"{build['site_bytes_before']:,} to {build['site_bytes_after']:,} "
         "bytes")
     return {"adopt": adopt, "reason": reason, "pages": pages,
-            "build_step": {k: v for k, v in build.items()}}
+            "build_step": dict(build)}

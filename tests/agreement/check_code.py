@@ -1,5 +1,9 @@
 """Code on pages: blocks are includes of named, used sections."""
 
+import doctest
+import importlib.util
+import inspect
+import io
 import re
 from pathlib import Path
 
@@ -222,15 +226,17 @@ def check_page_examples(root):
 
     pytest --doctest-modules runs the same docstrings in the modules;
     this catches a section that cuts an example in half."""
-    import doctest
-    import importlib.util
-    import inspect
-    import io
-
     root = Path(root)
     problems, modules = [], {}
     parser = doctest.DocTestParser()
     for inc, module, text in page_examples(root):
+        if RE_PROMPT.search(blank(text, RE_TRIPLE)):
+            problems.append(Problem(
+                inc.source, inc.line,
+                f"the section {inc.path}:{inc.section} ends inside a "
+                "docstring with a >>> example, so the page shows it cut "
+                "off; move the end marker below the docstring"))
+            continue
         if inc.path not in modules:
             spec = importlib.util.spec_from_file_location(
                 f"_page_examples_{len(modules)}_{module.replace('.', '_')}",
@@ -240,14 +246,6 @@ def check_page_examples(root):
             modules[inc.path] = loaded
         strings = [inspect.cleandoc(m[2])
                    for m in RE_TRIPLE.finditer(text)]
-        outside = blank(text, RE_TRIPLE)
-        if RE_PROMPT.search(outside):
-            problems.append(Problem(
-                inc.source, inc.line,
-                f"the section {inc.path}:{inc.section} ends inside a "
-                "docstring with a >>> example, so the page shows it cut "
-                "off; move the end marker below the docstring"))
-            continue
         shown = "\n\n".join(s for s in strings if RE_PROMPT.search(s))
         globs = dict(vars(modules[inc.path]))
         test = parser.get_doctest(shown, globs, f"{inc.path}:{inc.section}",

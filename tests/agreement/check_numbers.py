@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .check_placeholders import (
+    NO_DATA,
     RE_BLOCK,
     RE_COMMENT,
     RE_RAW,
@@ -67,8 +68,7 @@ def check_hand_typed(root):
     problems = []
     for source in page_paths(root):
         text = (root / source).read_text(encoding="utf-8")
-        clean = blank(blank(blank(text, RE_RAW), RE_COMMENT), RE_BLOCK)
-        clean = blank(clean, RE_VARIABLE)
+        clean = blank(text, RE_RAW, RE_COMMENT, RE_BLOCK, RE_VARIABLE)
         for pattern, what, fix in HAND_TYPED:
             for m in re.finditer(pattern, clean):
                 problems.append(Problem(
@@ -145,8 +145,8 @@ def _number_forms(x):
     from scripts.macros import num  # what the pages use
 
     forms = {num(x, d) for d in range(7)}
-    if isinstance(x, (int, float)) and float(x).is_integer() and abs(
-            x) >= 1000:
+    whole = isinstance(x, (int, float)) and float(x).is_integer()
+    if whole and abs(x) >= 1000:
         forms.add(f"{int(x):,}")
         forms.add(f"{int(x):,}".replace(",", "{,}"))
         forms.add(f"{int(x):,}".replace(",", "\\,"))
@@ -181,8 +181,7 @@ def check_claims(root, data=None):
     root = Path(root)
     data = load_data(root) if data is None else data
     if data is None:
-        return [Problem(DATA, 0, "no generated data: run `make generate` "
-                                 "(python -m scripts.build) first")]
+        return [NO_DATA]
     problems = []
     for claim in CLAIMS:
         name, keys = split_key(claim.key)

@@ -35,6 +35,11 @@ BUILTIN_NAMES = {"config", "environment", "extra", "files", "filters",
                  "fix_url", "pretty", "relative_url"}
 
 
+# What the checks that read the data report when there is none.
+NO_DATA = Problem(DATA, 0, "no generated data: run `make generate` "
+                           "(python -m scripts.build) first")
+
+
 def load_data(root):
     """{name: value} of docs/generated/data/*.json, or None if absent."""
     folder = Path(root) / DATA
@@ -162,7 +167,7 @@ def resolve(data, name, keys):
 
 def placeholders(text):
     """(offset, expression) of each << >> outside raw blocks/comments."""
-    text = blank(blank(text, RE_RAW), RE_COMMENT)
+    text = blank(text, RE_RAW, RE_COMMENT)
     return [(m.start(), m["expr"]) for m in RE_VARIABLE.finditer(text)]
 
 
@@ -171,14 +176,13 @@ def check_placeholders(root, data=None):
     root = Path(root)
     data = load_data(root) if data is None else data
     if data is None:
-        return [Problem(DATA, 0, "no generated data: run `make generate` "
-                                 "(python -m scripts.build) first")]
+        return [NO_DATA]
     extra = _mkdocs_extra(root)
     filters = CUSTOM_FILTERS | _jinja_filters()
     problems = []
     for source in page_paths(root):
         text = (root / source).read_text(encoding="utf-8")
-        clean = blank(blank(text, RE_RAW), RE_COMMENT)
+        clean = blank(text, RE_RAW, RE_COMMENT)
         local = set()
         statements = [(m.start(), m["stmt"], "block")
                       for m in RE_BLOCK.finditer(clean)]

@@ -13,6 +13,7 @@ from .pages import (
     fences,
     included_text,
     includes,
+    markdown_sources,
     page_paths,
     read_lines,
     rel,
@@ -124,9 +125,9 @@ def check_site_html(root):
         origin = pages.get(relative)
         for number, text, in_math in html_text(path):
             bad = MATH_LEFTOVERS if in_math else LEFTOVERS
+            outside_tex = blank(text, RE_TEX)
             for token in bad:
-                found = text if token in MATH_LEFTOVERS else blank(
-                    text, RE_TEX)
+                found = text if token in MATH_LEFTOVERS else outside_tex
                 index = found.find(token)
                 if index < 0:
                     continue
@@ -180,12 +181,8 @@ def shown_code_lines(root, page):
     sections and files it includes, and of its allowed literal blocks
     (in the page and in the Markdown files it includes)."""
     root = Path(root)
-    allowed, queue, seen = set(), [page], set()
-    while queue:
-        source = queue.pop()
-        if source in seen:
-            continue
-        seen.add(source)
+    allowed = set()
+    for source in markdown_sources(root, [page]):
         lines = read_lines(root, source)
         literal = LITERAL_BLOCKS.get(source, set())
         for fence in fences(lines, source):
@@ -193,11 +190,9 @@ def shown_code_lines(root, page):
                 allowed.update(_unescape_snippet(t).strip()
                                for _, t in fence.body)
         for inc in includes(lines, source):
-            if inc.escaped or not (root / inc.path).is_file():
-                continue
-            if inc.path.endswith(".md") and inc.section is None:
-                queue.append(inc.path)
-                continue
+            if (inc.escaped or not (root / inc.path).is_file()
+                    or (inc.path.endswith(".md") and inc.section is None)):
+                continue  # a whole Markdown file: a source of its own
             allowed.update(t.strip() for t in included_text(root, inc))
     return allowed
 

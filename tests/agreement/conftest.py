@@ -43,5 +43,10 @@ def reported(problems, path, line, *words):
                and all(w in p.message for w in words) for p in problems)
 
 
+def reported_alone(problems, path, line, *words):
+    """True if there is exactly one problem and reported() finds it."""
+    return len(problems) == 1 and reported(problems, path, line, *words)
+
+
 def describe(problems):
     return "\n".join(str(p) for p in problems) or "(no problems)"

@@ -66,11 +66,13 @@ def page_paths(root):
     return pages
 
 
-def markdown_sources(root):
-    """The pages plus the Markdown files they include whole, like
-    CONTRIBUTING.md: everything whose text ends up on a page."""
+def markdown_sources(root, pages=None):
+    """The pages (all of them, or those given) plus the Markdown files
+    they include whole, like CONTRIBUTING.md: everything whose text ends
+    up on a page."""
     root = Path(root)
-    sources, queue = [], list(page_paths(root))
+    sources = []
+    queue = list(page_paths(root) if pages is None else pages)
     while queue:
         source = queue.pop(0)
         if source in sources:
@@ -79,7 +81,8 @@ def markdown_sources(root):
         for inc in includes(read_lines(root, source), source):
             path = inc.path
             if (path.endswith(".md") and not path.startswith(GENERATED)
-                    and inc.section is None and (root / path).is_file()):
+                    and inc.section is None and not inc.escaped
+                    and (root / path).is_file()):
                 queue.append(path)
     return sources
 
@@ -260,10 +263,13 @@ def fences(lines, source):
     return found
 
 
-def blank(text, pattern):
-    """``text`` with every match of ``pattern`` replaced by spaces (line
-    breaks kept, so offsets and line numbers stay put)."""
-    return pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), text)
+def blank(text, *patterns):
+    """``text`` with every match of each pattern, in turn, replaced by
+    spaces (line breaks kept, so offsets and line numbers stay put)."""
+    for pattern in patterns:
+        text = pattern.sub(lambda m: re.sub(r"[^\n]", " ", m.group()),
+                           text)
+    return text
 
 
 def line_of(text, offset):

@@ -120,33 +120,31 @@ def test_build_control_page_builds(builds):
     assert "The value is 1.5." in page
 
 
-@pytest.mark.build
-@pytest.mark.parametrize("case, words", [
-    ("missing_section", "no-such-section"),
-    ("missing_file", "no_such_file.py"),
-])
-def test_build_fails_on_a_missing_snippet(builds, case, words):
-    _, results = builds
-    outcome, message, log = results[case]
-    assert outcome != "built", f"{case} built: check_paths is off?"
-    assert words in message + log
+# What keeps each drift from building, or from naming itself in the
+# failure; the test names it when the build lets the drift through.
+SNIPPETS_FIX = ("check_paths: true under pymdownx.snippets in "
+                "mkdocs.yml")
+MACROS_FIX = ("on_undefined: strict for macros in mkdocs.yml, and the "
+              "filters in scripts/macros.py re-raising a jinja2 Undefined "
+              "they receive (x._fail_with_undefined_error())")
 
 
 @pytest.mark.build
-@pytest.mark.parametrize("case, words", [
-    ("undefined_key", "no_such_key"),
-    ("undefined_key_filtered", "no_such_key"),
-    ("undefined_name", "no_such_data"),
+@pytest.mark.parametrize("case, words, fix", [
+    ("missing_section", "no-such-section", SNIPPETS_FIX),
+    ("missing_file", "no_such_file.py", SNIPPETS_FIX),
+    ("undefined_key", "no_such_key", MACROS_FIX),
+    ("undefined_key_filtered", "no_such_key", MACROS_FIX),
+    ("undefined_name", "no_such_data", MACROS_FIX),
 ])
-def test_build_fails_on_an_undefined_placeholder(builds, case, words):
+def test_build_fails_naming_the_drift(builds, case, words, fix):
     _, results = builds
     outcome, message, log = results[case]
-    assert outcome != "built", f"{case} built: on_undefined is not strict?"
+    assert outcome != "built", f"{case} built: check {fix}"
     assert words in message + log, (
-        f"the build fails, but its message does not name '{words}', so a "
-        "contributor cannot find the placeholder: the filters in "
-        "scripts/macros.py should re-raise a jinja2 Undefined they receive "
-        f"(x._fail_with_undefined_error()).\n{message}\n{log[-1500:]}")
+        f"{case}: the build fails, but its message does not name "
+        f"'{words}', so a contributor cannot find it: check {fix}.\n"
+        f"{message}\n{log[-1500:]}")
 
 
 # --------------------------------------------------- configuration
@@ -159,26 +157,19 @@ def mkdocs_config(root):
         return yaml_load(handle)
 
 
-def plugin(config, name):
-    for entry in config.get("plugins", []):
+def options(config, key, name):
+    """The options of `name` in the list under `key` ("plugins",
+    "markdown_extensions"), {} when it has none."""
+    for entry in config.get(key, []):
         if isinstance(entry, dict) and name in entry:
             return entry[name] or {}
         if entry == name:
             return {}
-    raise AssertionError(f"mkdocs.yml has no plugin {name}")
-
-
-def extension(config, name):
-    for entry in config.get("markdown_extensions", []):
-        if isinstance(entry, dict) and name in entry:
-            return entry[name] or {}
-        if entry == name:
-            return {}
-    raise AssertionError(f"mkdocs.yml has no markdown extension {name}")
+    raise AssertionError(f"mkdocs.yml has no {name} under {key}:")
 
 
 def test_mkdocs_config_notebook_errors_fail(root):
-    jupyter = plugin(mkdocs_config(root), "mkdocs-jupyter")
+    jupyter = options(mkdocs_config(root), "plugins", "mkdocs-jupyter")
     assert jupyter.get("allow_errors") is False, (
         "mkdocs.yml: mkdocs-jupyter must set allow_errors: false, or a "
         "raising notebook cell is published as if it worked")
@@ -189,11 +180,12 @@ def test_mkdocs_config_notebook_errors_fail(root):
 
 def test_mkdocs_config_strict_snippets_and_macros(root):
     config = mkdocs_config(root)
-    snippets = extension(config, "pymdownx.snippets")
+    snippets = options(config, "markdown_extensions",
+                       "pymdownx.snippets")
     assert snippets.get("check_paths") is True, (
         "mkdocs.yml: pymdownx.snippets needs check_paths: true, or a "
         "missing file or section vanishes from the page silently")
-    macros = plugin(config, "macros")
+    macros = options(config, "plugins", "macros")
     assert macros.get("on_undefined") == "strict", macros
     assert macros.get("on_error_fail") is True, macros
     # The checkers in drift.py read these delimiters.

@@ -77,7 +77,7 @@ def test_page_examples_run_as_shown(root):
     assert shown, "no page shows a section with a >>> example"
 
 
-def test_page_examples_report_a_failing_example(repo):
+def test_page_examples_report_failing_and_cut_examples(repo):
     base = repo({
         "mha_ref/demo.py": '''
             # --8<-- [start:add]
@@ -118,29 +118,7 @@ def test_page_examples_report_a_failing_example(repo):
     assert reported(problems, "docs/index.md", 4, "mha_ref/demo.py:add",
                     "Expected: 4 Got: 3"), describe(problems)
     assert reported(problems, "docs/index.md", 8, "mha_ref/demo.py:half",
-                    "cut off"), describe(problems)
+                    "cut off", "move the end marker below"), \
+        describe(problems)
     assert len(problems) == 2, describe(problems)
 
-
-def test_page_examples_report_a_cut_example(repo):
-    base = repo({
-        "mha_ref/demo.py": '''
-            # --8<-- [start:half]
-            def half(x):
-                """Half.
-
-                >>> half(3)
-            # --8<-- [end:half]
-                1.5
-                """
-                return x / 2
-            ''',
-        "docs/index.md": '''
-            ```python
-            --8<-- "mha_ref/demo.py:half"
-            ```
-            ''',
-    })
-    problems = drift.check_page_examples(base)
-    assert reported(problems, "docs/index.md", 2, "mha_ref/demo.py:half",
-                    "move the end marker below"), describe(problems)

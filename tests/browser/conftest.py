@@ -1,10 +1,10 @@
 """Fixtures for the browser tests: the built site, a server, Chromium.
 
 The site is served from site/ (build it with `make site`; MHA_SITE_DIR
-names another build) by a threaded
-http.server on 127.0.0.1 at a free port; one headless Chromium, driven
-by Playwright's sync API, serves the whole session, and each test gets
-a fresh context (its own storage, so a colour scheme never leaks).
+names another build) by a threaded http.server on 127.0.0.1 at a free
+port; one headless Chromium, driven by Playwright's sync API, serves the
+whole session, and each test gets a fresh context (its own storage, so a
+colour scheme never leaks).
 
 Without a browser the tests skip and say how to get one, except in CI
 (CI=true), where a missing browser fails: a suite that skips there

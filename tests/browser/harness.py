@@ -49,6 +49,13 @@ def site_pages(site=SITE):
             pages.append(SitePage(rel + "/", rel.replace("/", "-"), file))
     return pages
 
+
+def notebook_pages(site=SITE):
+    """The pages that render a notebook (mkdocs-jupyter's jp-Notebook)."""
+    return [p for p in site_pages(site)
+            if "jp-Notebook" in p.file.read_text("utf-8")]
+
+
 # Schemes that are the local server itself or carry no network traffic.
 LOCAL_SCHEMES = ("data:", "blob:", "about:")
 

@@ -49,17 +49,28 @@ def source_math_count(page, html):
     )
 
 
+def settle(page, condition, arg=None, wait_ms=WAIT_MS):
+    """Wait until the JavaScript `condition(arg)` holds, or wait_ms pass.
+
+    A timeout is not an error here: the check that follows reports what
+    is still wrong, in its own words.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_function(condition, arg=arg, timeout=wait_ms)
+    except PlaywrightTimeout:
+        pass
+
+
 def wait_for_math(page, expected, wait_ms=WAIT_MS):
     """Wait until `expected` formulas are rendered or errored (or wait_ms)."""
-    try:
-        page.wait_for_function(
-            "n => document.querySelectorAll('.katex, .katex-error').length"
-            " >= n",
-            arg=expected,
-            timeout=wait_ms,
-        )
-    except Exception:  # playwright's TimeoutError: the checks report it
-        pass
+    settle(
+        page,
+        "n => document.querySelectorAll('.katex, .katex-error').length >= n",
+        expected,
+        wait_ms,
+    )
 
 
 def math_problems(page, html, wait_ms=WAIT_MS):
@@ -131,13 +142,7 @@ def wait_for_images(page):
         "() => document.querySelectorAll('img[loading=lazy]')"
         ".forEach(i => { i.loading = 'eager'; })"
     )
-    try:
-        page.wait_for_function(
-            "() => [...document.images].every(i => i.complete)",
-            timeout=WAIT_MS,
-        )
-    except Exception:  # playwright's TimeoutError: the checks report it
-        pass
+    settle(page, "() => [...document.images].every(i => i.complete)")
 
 
 def image_problems(page):

@@ -27,10 +27,10 @@ def page_named(site_dir, name):
 
 def notebook_page(site_dir):
     """The page that renders the notebook (jp-Notebook)."""
-    for p in harness.site_pages(site_dir):
-        if "jp-Notebook" in p.file.read_text("utf-8"):
-            return p
-    pytest.fail("no page in site/ renders a notebook (jp-Notebook)")
+    pages = harness.notebook_pages(site_dir)
+    if not pages:
+        pytest.fail("no page in site/ renders a notebook (jp-Notebook)")
+    return pages[0]
 
 
 def title_of(html):

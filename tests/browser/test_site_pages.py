@@ -24,11 +24,8 @@ def report(site_page, problems):
 
 
 def test_site_has_notebook_page(site_dir):
-    pages = harness.site_pages(site_dir)
-    notebooks = [
-        p.name for p in pages if "jp-Notebook" in p.file.read_text("utf-8")
-    ]
-    assert notebooks, "no page in site/ renders a notebook (jp-Notebook)"
+    assert harness.notebook_pages(site_dir), (
+        "no page in site/ renders a notebook (jp-Notebook)")
 
 
 def test_page_loads_offline_with_math_and_figures(
