@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 HOST := 127.0.0.1:8000
 # torch's CPU wheels (the +cpu pin in constraints.txt) are served here,
-# not on PyPI; `make TORCH_INDEX= setup` uses pip's own indexes only.
+# not on PyPI; used only when pip's own sources lack that wheel.
 TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # Material 9.7+ prints a notice about MkDocs 2.0 on every build; this
 # project pins mkdocs<2 on purpose (2.0 drops plugins), so it is noise.
@@ -42,10 +42,12 @@ bench: $(STAMP) ## benchmarks: build times, page load, implementations
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# constraints.txt pins every version tested. torch first, alone, from
-	# its CPU index; then the rest, whose indexes need not know +cpu.
-	$(PY) -m pip install -q -c constraints.txt --no-deps \
-	  $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch
+	# constraints.txt pins every version tested. torch first, alone: from
+	# pip's own sources when they hold the +cpu wheel, else its CPU index;
+	# then the rest, whose indexes need not know +cpu.
+	$(PY) -m pip install -q -c constraints.txt --no-deps torch 2>/dev/null \
+	  || $(PY) -m pip install -q -c constraints.txt --no-deps \
+	       $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch
 	$(PY) -m pip install -q -c constraints.txt -e '.[docs,dev]'
 	touch $@
 
