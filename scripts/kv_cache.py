@@ -98,14 +98,18 @@ def render(data, out):
             for side in ax.spines.values():
                 side.set_visible(False)
             ax.set_title(title, fontsize=10, loc="left")
-        fig.suptitle("Two new queries (positions 3, 4) against five "
+        q_pos, n_key = data["query_positions"], len(data["key_positions"])
+        fig.suptitle(f"{len(q_pos)} new queries (positions "
+                     f"{', '.join(map(str, q_pos))}) against {n_key} "
                      "cached + new keys, all scores 0")
 
+    q3, q4 = data["query_positions"]
     out.figure("kv-masks", draw, figsize=(7.0, 3.4), alt=(
-        "Two masks of 2 query rows by 5 key columns, each allowed cell "
-        "labelled with the value it averages over (10 to 50). The "
-        "position-aligned mask lets query 3 see keys 0 to 3 (mean "
-        f"{fmt(data['aligned'][0])}) and query 4 all five (mean "
+        f"Two masks of {len(data['query_positions'])} query rows by "
+        f"{len(data['key_positions'])} key columns, each allowed cell "
+        "labelled with the value it averages over. The position-aligned "
+        f"mask lets query {q3} see keys 0 to {q3} (mean "
+        f"{fmt(data['aligned'][0])}) and query {q4} all keys (mean "
         f"{fmt(data['aligned'][1])}). The upper-left mask of "
         "is_causal=True lets them see only the first one and two keys "
         f"(means {fmt(data['upper_left'][0])} and "
