@@ -109,6 +109,17 @@ def finite(array, name):
         )
 
 
+def positions(query_shape, key_shape):
+    """Positions for a causal mask: one per query, one per key (1-D)."""
+    for name, shape in (("query_positions", query_shape),
+                        ("key_positions", key_shape)):
+        if len(tuple(shape)) != 1:
+            raise ValueError(
+                f"{name} must be 1-D (one position per row), got shape "
+                f"{tuple(shape)}"
+            )
+
+
 def model_input(shape, d_model, name="x"):
     """Check an input of shape (B, T, d_model)."""
     shape = tuple(shape)

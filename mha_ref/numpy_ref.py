@@ -100,9 +100,9 @@ def causal_mask_for_positions(query_positions, key_positions):
     array([[0, 0, 0, 0, 1],
            [0, 0, 0, 0, 0]])
     """
-    q_pos = np.asarray(query_positions)[:, None]  # (Tq, 1)
-    k_pos = np.asarray(key_positions)[None, :]  # (1, Tk)
-    return k_pos > q_pos  # (Tq, Tk)
+    q_pos, k_pos = np.asarray(query_positions), np.asarray(key_positions)
+    checks.positions(q_pos.shape, k_pos.shape)  # one per row: 1-D each
+    return k_pos[None, :] > q_pos[:, None]  # (1, Tk) vs (Tq, 1): (Tq, Tk)
 # --8<-- [end:causal-mask-for-positions]
 
 

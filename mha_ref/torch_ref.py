@@ -28,6 +28,11 @@ def _check_scores(scores):
 
 
 def _check_mask(mask, scores_shape):
+    if not isinstance(mask, torch.Tensor):
+        raise TypeError(
+            f"mask must be a torch.Tensor of dtype torch.bool, got "
+            f"{type(mask).__name__}; convert with torch.as_tensor(mask)"
+        )
     if mask.dtype != torch.bool:
         checks.mask_dtype("f")
     checks.mask_shape(mask.shape, scores_shape)
@@ -67,9 +72,10 @@ def causal_mask(t, device=None):
 # --8<-- [start:causal-mask-for-positions]
 def causal_mask_for_positions(query_positions, key_positions):
     """True where a key's position is later than the query's."""
-    q_pos = torch.as_tensor(query_positions)[:, None]  # (Tq, 1)
-    k_pos = torch.as_tensor(key_positions, device=q_pos.device)[None, :]
-    return k_pos > q_pos  # (Tq, Tk)
+    q_pos = torch.as_tensor(query_positions)
+    k_pos = torch.as_tensor(key_positions, device=q_pos.device)
+    checks.positions(q_pos.shape, k_pos.shape)  # one per row: 1-D each
+    return k_pos[None, :] > q_pos[:, None]  # (1, Tk) vs (Tq, 1): (Tq, Tk)
 # --8<-- [end:causal-mask-for-positions]
 
 

@@ -4,8 +4,9 @@ import re
 
 import numpy as np
 import pytest
+import torch
 
-from mha_ref import checks
+from mha_ref import checks, numpy_ref, torch_ref
 from mha_ref.tolerances import ATOL, atol
 
 
@@ -184,3 +185,20 @@ def test_tolerances_atol_reads_numpy_and_torch_dtypes():
     for unknown in (torch.bfloat16, np.int32):
         with pytest.raises(ValueError, match="no tolerance for dtype"):
             atol(unknown)
+
+
+@pytest.mark.parametrize("module", [numpy_ref, torch_ref],
+                         ids=["numpy", "torch"])
+def test_causal_mask_for_positions_rejects_2d_positions(module):
+    with pytest.raises(ValueError, match=r"query_positions must be 1-D.*"
+                                         r"\(1, 2\)"):
+        module.causal_mask_for_positions([[3, 4]], range(5))
+    with pytest.raises(ValueError, match=r"key_positions must be 1-D.*"
+                                         r"\(5, 1\)"):
+        module.causal_mask_for_positions([3, 4], [[j] for j in range(5)])
+
+
+def test_torch_attention_names_a_numpy_mask():
+    q = torch.zeros(1, 2, 4)
+    with pytest.raises(TypeError, match="torch.Tensor.*got ndarray"):
+        torch_ref.attention(q, q, q, mask=np.zeros((2, 2), dtype=bool))
