@@ -1,5 +1,7 @@
 # Entry points: make serve | site | test | fast | bench | help
 # Every target sets up .venv on first use; nothing is needed beforehand.
+# Generation has one owner: these targets run `python -m pipeline` before
+# MkDocs builds or serves; MkDocs itself never runs it.
 
 PYTHON ?= python3
 VENV := .venv
@@ -13,8 +15,8 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # project pins mkdocs<2 on purpose (2.0 drops plugins), so it is noise.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: help serve site test fast bench setup browser generate doctest \
-	lint clean
+.PHONY: help serve site test fast bench setup browser generate lint \
+	format clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -23,19 +25,29 @@ help: ## list the targets
 # ------------------------------------------------------------ entry points
 
 serve: generate ## generate, then serve at http://127.0.0.1:8000 (reloads)
+	@echo "after editing mha_ref/ or topics/, run 'make generate' in" \
+	  "another terminal: the server reloads on docs/generated/"
 	$(PY) -m mkdocs serve --strict -a $(HOST)
 
-site: generate doctest ## generate, run the doctests, build site/ strictly
-	MHA_REF_SKIP_GENERATION=1 $(PY) -m mkdocs build --strict
+site: generate ## generate, then build site/ strictly
+	$(PY) -m mkdocs build --strict
 
 test: site browser ## build the site, then run every test (browser too)
 	$(PY) -m pytest
 
-fast: $(STAMP) ## the quick checks while writing (no build, no browser)
-	$(PY) -m pytest -m "not browser and not build" -x -q
+fast: generate ## the quick checks while writing (no site, no browser)
+	$(PY) -m pytest -x -q tests/unit tests/docs mha_ref
 
 bench: $(STAMP) ## benchmarks: build times, page load, implementations
-	$(PY) -m scripts.bench
+	$(PY) -m bench
+
+lint: $(STAMP) ## ruff check and ruff format --check (CI runs this)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+format: $(STAMP) ## apply ruff format and ruff's fixes
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
 
 # ------------------------------------------------------------- the steps
 
@@ -45,9 +57,10 @@ $(STAMP): pyproject.toml constraints.txt
 	# constraints.txt pins every version tested. torch first, alone: from
 	# pip's own sources when they hold the +cpu wheel, else its CPU index;
 	# then the rest, whose indexes need not know +cpu.
-	$(PY) -m pip install -q -c constraints.txt --no-deps torch 2>/dev/null \
-	  || $(PY) -m pip install -q -c constraints.txt --no-deps \
-	       $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch
+	$(PY) -m pip install -q -c constraints.txt --no-deps torch \
+	  || { echo "trying torch's CPU index $(TORCH_INDEX)"; \
+	       $(PY) -m pip install -q -c constraints.txt --no-deps \
+	         $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch; }
 	$(PY) -m pip install -q -c constraints.txt -e '.[docs,dev]'
 	touch $@
 
@@ -56,19 +69,13 @@ setup: $(STAMP) ## create .venv and install the pinned packages
 browser: ## install Debian's chromium for the browser tests, if missing
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	    (apt-get update -q && apt-get install -y -q chromium) >/dev/null; \
+	    apt-get update -q && apt-get install -y -q chromium; \
 	  else \
 	    echo "no chromium: browser tests will skip (apt install chromium)"; \
 	  fi; }
 
 generate: $(STAMP) ## compute every number, table and figure (cached)
-	$(PY) -m scripts.build
-
-doctest: $(STAMP) ## run the docstring examples the pages show
-	$(PY) -m pytest -q -p no:cacheprovider --doctest-modules mha_ref
-
-lint: $(STAMP) ## check the code style with ruff
-	$(PY) -m ruff check mha_ref scripts tests
+	$(PY) -m pipeline
 
 clean: ## remove built and generated files (keeps .venv)
 	rm -rf site docs/generated .cache build

@@ -2,12 +2,14 @@
 
 Positions 0, 1, 2 are cached; 3 and 4 arrive together. The two new
 queries must see five keys, and the mask must come from positions.
+``cached_forward`` runs a torch_ref.MultiHeadAttention chunk by chunk
+with a real cache, keys stored already rotated at absolute positions.
 """
 
 import torch
 import torch.nn.functional as F
 
-from mha_ref import torch_ref
+from mha_ref import checks, torch_ref
 
 
 # --8<-- [start:kv-cache-example]
@@ -18,6 +20,7 @@ def cached_attention_example(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
     >>> aligned.tolist(), upper_left.tolist()
     ([25.0, 30.0], [10.0, 15.0])
     """
+    checks.new_queries(values, 2)  # one key at least per new query
     n_key = len(values)
     query_positions = torch.arange(n_key - 2, n_key)  # [3, 4]: the new ones
     key_positions = torch.arange(n_key)  # [0, 1, 2, 3, 4]: cache + new
@@ -52,3 +55,65 @@ def single_new_query(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
     masked, _ = torch_ref.attention(q, k, v, blocked)
     unmasked, _ = torch_ref.attention(q, k, v)
     return masked.flatten(), unmasked.flatten(), blocked
+
+
+# --8<-- [start:kv-cache-class]
+class KVCache:
+    """Keys and values of every position seen so far, in order.
+
+    Shapes (B, H_kv, T, dh): a grouped-query module stores its H_kv
+    key/value heads, not H. Keys are stored already rotated by RoPE at
+    their absolute positions, so they never change once appended.
+    """
+
+    def __init__(self):
+        self.keys = None  # (B, H_kv, T, dh)
+        self.values = None  # (B, H_kv, T, dh)
+
+    @property
+    def length(self):
+        """Positions held, which is also the next row's position."""
+        return 0 if self.keys is None else self.keys.shape[-2]
+
+    def append(self, k, v):
+        """Add a chunk's k and v (B, H_kv, Tc, dh) after the cached ones."""
+        if self.keys is not None:
+            k = torch.cat([self.keys, k], dim=-2)  # (B, H_kv, T + Tc, dh)
+            v = torch.cat([self.values, v], dim=-2)  # (B, H_kv, T + Tc, dh)
+        self.keys, self.values = k, v
+# --8<-- [end:kv-cache-class]
+
+
+# --8<-- [start:kv-cache-step]
+def cached_step(module, cache, x):
+    """One chunk x (B, Tc, d_model) at the positions after the cache."""
+    start = cache.length  # absolute position of the chunk's first row
+    positions = torch.arange(start, start + x.shape[1], device=x.device)
+    # RoPE at absolute positions, so cached keys stay valid
+    q, k, v = module.project(x, positions=positions)  # (B, H, Tc, dh)
+    cache.append(k, v)  # now holds positions 0 .. start + Tc - 1
+    key_positions = torch.arange(cache.length, device=x.device)
+    blocked = torch_ref.causal_mask_for_positions(
+        positions, key_positions
+    )  # (Tc, T): True where a key comes after the query
+    out, _ = torch_ref.attention(q, cache.keys, cache.values, blocked)
+    return module.wo(module.merge_heads(out))  # (B, Tc, d_model)
+# --8<-- [end:kv-cache-step]
+
+
+# --8<-- [start:kv-cache-loop]
+def cached_forward(module, x, chunks):
+    """x (B, T, d_model) through ``module`` in chunks of these lengths.
+
+    A prefill then single steps is chunks = [T0, 1, 1, ...]. Equals
+    module(x, mask=torch_ref.causal_mask(T))[0].
+    """
+    checks.model_input(x.shape, module.d_model)
+    checks.chunk_lengths(chunks, x.shape[1])  # positive, sum to T
+    cache = KVCache()
+    outputs = []
+    for n in chunks:
+        chunk = x[:, cache.length:cache.length + n]  # (B, n, d_model)
+        outputs.append(cached_step(module, cache, chunk))
+    return torch.cat(outputs, dim=1)  # (B, T, d_model)
+# --8<-- [end:kv-cache-loop]

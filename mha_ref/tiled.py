@@ -65,27 +65,48 @@ def positions(causal, query_positions, key_positions, tq, tk, as_array):
     return q_pos, k_pos
 
 
-def check_row_max(row_max, lead, tq, start):
+def check_row_max(row_max, rows, mask, q_pos, k_pos):
     """Raise if a query row of this block overflowed or saw no key.
 
-    row_max: NumPy (..., bq, 1), the rows from ``start`` on. NaN or +inf
-    means q @ k^T overflowed (as numpy_ref.softmax refuses); -inf means
-    every key was blocked.
+    row_max (..., bq, 1) holds the rows ``rows`` (a slice), NumPy or
+    torch. NaN or +inf means q @ k^T overflowed (as numpy_ref.softmax
+    refuses). -inf means no key was allowed (mask and causal positions
+    together), or, in a row that has allowed keys, that every allowed
+    score overflowed to -inf; the mask tells the two apart.
     """
-    row_max = row_max[..., 0]  # (..., bq)
+    row_max = _as_numpy(row_max)[..., 0]  # (..., bq)
     overflow = np.isnan(row_max) | np.isposinf(row_max)
     if np.any(overflow):
         *batch, row = checks.first_index(overflow)
         raise ValueError(
-            f"scores of query row at index {(*batch, start + row)} hold "
-            f"{row_max[overflow][0]}: q @ k^T overflowed; use smaller "
-            "inputs"
+            f"scores of query row at index {(*batch, rows.start + row)} "
+            f"hold {row_max[overflow][0]}: q @ k^T overflowed; use "
+            "smaller inputs"
         )
-    no_key = np.isneginf(row_max)
-    if np.any(no_key):
-        rows = np.zeros((*lead, tq), dtype=bool)
-        rows[..., start:start + no_key.shape[-1]] = no_key
-        checks.every_row_has_a_key(rows)
+    empty = np.isneginf(row_max)
+    if not np.any(empty):
+        return
+    # the whole rows of the mask, only now that one is needed: (.., bq)
+    blocked = tile_mask_numpy(*(_as_numpy(a) for a in (mask, q_pos, k_pos)),
+                              rows, slice(None))
+    blocked = np.zeros((), bool) if blocked is None else blocked.all(-1)
+    for flags, why in ((empty & blocked, "has every key masked (mask and "
+                        "causal positions together)"),
+                       (empty & ~blocked, "has allowed keys, but every "
+                        "score overflowed to -inf; use smaller inputs")):
+        if np.any(flags):
+            *batch, row = checks.first_index(flags)
+            raise ValueError(
+                f"query row at index {(*batch, rows.start + row)} {why}"
+            )
+
+
+def _as_numpy(value):
+    """A torch tensor as NumPy (float64 for floats: no bfloat16 there)."""
+    if not isinstance(value, torch.Tensor):
+        return value
+    value = value.detach().cpu()
+    return (value.double() if value.is_floating_point() else value).numpy()
 
 
 # --8<-- [start:online-softmax-update-numpy]
@@ -131,27 +152,22 @@ def tile_mask_numpy(mask, q_pos, k_pos, rows, cols):
 # --8<-- [start:tiled-attention-numpy]
 def tiled_attention_numpy(q, k, v, mask=None, causal=False,
                           query_positions=None, key_positions=None,
-                          block_q=BLOCK, block_k=BLOCK):
+                          block_q=BLOCK, block_k=BLOCK, return_lse=False):
     """numpy_ref.attention's output, one (block_q, block_k) tile at a time.
 
     q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); mask True = blocked.
     causal blocks later key positions; by default the queries are the
-    last Tq of the Tk positions, as with a KV cache. Returns (..., Tq, dv).
+    last Tq of the Tk positions, as with a KV cache. Returns (..., Tq, dv),
+    and with return_lse the log-sum-exp of each score row, (..., Tq).
     """
+    q, k, v, mask = checks.attention_arrays(q, k, v, mask)  # as attention
     lead, tq, tk, dv = check_inputs(q.shape, k.shape, v.shape,
                                     block_q, block_k)
-    for name, array in (("q", q), ("k", k), ("v", v)):
-        checks.finite(array, name)
-    if mask is not None:
-        mask = np.asarray(mask)
-        checks.mask_dtype(mask.dtype.kind)
-        checks.mask_shape(mask.shape, (*lead, tq, tk))
-        mask = np.broadcast_to(mask, (*lead, tq, tk))  # a view, no copy
     q_pos, k_pos = positions(causal, query_positions, key_positions,
                              tq, tk, np.asarray)
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
     d = q.shape[-1]  # the head size d_k
-    out_blocks = []
+    out_blocks, lse_blocks = [], []
     for i in range(0, tq, block_q):
         rows = slice(i, i + block_q)
         bq = min(block_q, tq - i)  # the last block may be shorter
@@ -170,11 +186,16 @@ def tiled_attention_numpy(q, k, v, mask=None, causal=False,
                 s = np.where(tile, -np.inf, s)  # before the softmax
             state = online_softmax_update_numpy(state, s, v[..., cols, :])
         row_max, row_sum, acc = state
-        # NaN or +inf: q @ k^T overflowed; -inf: every key was blocked
-        check_row_max(row_max, lead, tq, i)
+        # NaN or +inf: q @ k^T overflowed; -inf: no key allowed (or lost)
+        check_row_max(row_max, rows, mask, q_pos, k_pos)
         # $o = O / \ell$
         out_blocks.append(acc / row_sum)  # (..., bq, dv)
-    return np.concatenate(out_blocks, axis=-2)  # (..., Tq, dv)
+        # L = m + log(l), all the backward needs of this row's softmax
+        lse_blocks.append((row_max + np.log(row_sum))[..., 0])  # (..., bq)
+    out = np.concatenate(out_blocks, axis=-2)  # (..., Tq, dv)
+    if return_lse:
+        return out, np.concatenate(lse_blocks, axis=-1)  # (..., Tq)
+    return out
 # --8<-- [end:tiled-attention-numpy]
 
 
@@ -221,49 +242,55 @@ def tile_mask_torch(mask, q_pos, k_pos, rows, cols):
 # --8<-- [start:tiled-attention-torch]
 def tiled_attention_torch(q, k, v, mask=None, causal=False,
                           query_positions=None, key_positions=None,
-                          block_q=BLOCK, block_k=BLOCK):
+                          block_q=BLOCK, block_k=BLOCK, return_lse=False):
     """torch_ref.attention's output, one (block_q, block_k) tile at a time.
 
     q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); mask True = blocked.
     causal blocks later key positions; by default the queries are the
-    last Tq of the Tk positions, as with a KV cache. Returns (..., Tq, dv).
+    last Tq of the Tk positions, as with a KV cache. Returns (..., Tq, dv),
+    and with return_lse the log-sum-exp of each score row, (..., Tq).
     """
+    mask = checks.attention_tensors(q, k, v, mask)  # as attention()
     lead, tq, tk, dv = check_inputs(q.shape, k.shape, v.shape,
                                     block_q, block_k)
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        torch_ref.check_finite(tensor, name)
-    if mask is not None:
-        checks.mask_dtype("b" if mask.dtype == torch.bool else "f")
-        checks.mask_shape(mask.shape, (*lead, tq, tk))
-        mask = mask.expand(*lead, tq, tk)  # a view, no copy
     q_pos, k_pos = positions(causal, query_positions, key_positions,
                              tq, tk, _as_tensor_on(q.device))
-    kw = dict(dtype=q.dtype, device=q.device)
+    # max, sum and output in float32 whatever the input dtype (float64
+    # stays), as FlashAttention keeps them; cast once, at the end
+    wide = torch.promote_types(q.dtype, torch.float32)
+    kw = dict(dtype=wide, device=q.device)
     d = q.shape[-1]  # the head size d_k
-    out_blocks = []
+    out_blocks, lse_blocks = [], []
     for i in range(0, tq, block_q):
         rows = slice(i, i + block_q)
         bq = min(block_q, tq - i)  # the last block may be shorter
         state = (torch.full((*lead, bq, 1), -math.inf, **kw),  # running max
                  torch.zeros((*lead, bq, 1), **kw),  # running sum
                  torch.zeros((*lead, bq, dv), **kw))  # unnormalised output
+        q_i = q[..., rows, :].to(wide)  # (..., bq, d)
         for j in range(0, tk, block_k):
             cols = slice(j, j + block_k)
             if causal and k_pos[cols].min() > q_pos[rows].max():
                 continue  # the whole tile lies in the future
-            # $S_{ij} = Q_i K_j^\top / \sqrt{d_k}$
-            s = q[..., rows, :] @ k[..., cols, :].transpose(-2, -1)
+            k_j, v_j = k[..., cols, :].to(wide), v[..., cols, :].to(wide)
+            # S_ij = Q_i K_j^T / sqrt(d_k), in float32 for fp16 and bf16
+            s = q_i @ k_j.transpose(-2, -1)
             s = s / math.sqrt(d)  # (..., bq, bk)
             tile = tile_mask_torch(mask, q_pos, k_pos, rows, cols)
             if tile is not None:
                 s = s.masked_fill(tile, -math.inf)  # before the softmax
-            state = online_softmax_update_torch(state, s, v[..., cols, :])
+            state = online_softmax_update_torch(state, s, v_j)
         row_max, row_sum, acc = state
-        # NaN or +inf: q @ k^T overflowed; -inf: every key was blocked
-        check_row_max(row_max.detach().cpu().double().numpy(), lead, tq, i)
+        # NaN or +inf: q @ k^T overflowed; -inf: no key allowed (or lost)
+        check_row_max(row_max, rows, mask, q_pos, k_pos)
         # $o = O / \ell$
         out_blocks.append(acc / row_sum)  # (..., bq, dv)
-    return torch.cat(out_blocks, dim=-2)  # (..., Tq, dv)
+        # L = m + log(l), all the backward needs of this row's softmax
+        lse_blocks.append((row_max + row_sum.log())[..., 0])  # (..., bq)
+    out = torch.cat(out_blocks, dim=-2).to(q.dtype)  # (..., Tq, dv)
+    if return_lse:  # L stays in float32, as FlashAttention saves it
+        return out, torch.cat(lse_blocks, dim=-1)  # (..., Tq)
+    return out
 # --8<-- [end:tiled-attention-torch]
 
 
@@ -271,3 +298,175 @@ def _as_tensor_on(device):
     def as_tensor(positions):
         return torch.as_tensor(positions, device=device)
     return as_tensor
+
+
+# --8<-- [start:backward-tile-numpy]
+def backward_tile_numpy(q_i, k_j, v_j, dout_i, lse_i, delta_i, tile):
+    """One tile's shares of dq_i, dk_j and dv_j, from the saved L and D.
+
+    q_i (..., bq, d), k_j (..., bk, d), v_j (..., bk, dv), dout_i
+    (..., bq, dv); lse_i and delta_i (..., bq, 1); tile: blocked or None.
+    """
+    scale = 1 / math.sqrt(q_i.shape[-1])  # 1 / sqrt(d_k)
+    # S_ij = Q_i K_j^T / sqrt(d_k), masked as the forward masked it
+    s = q_i @ np.swapaxes(k_j, -2, -1) * scale  # (..., bq, bk)
+    if tile is not None:
+        s = np.where(tile, -np.inf, s)
+    # P_ij = exp(S_ij - L_i): the forward's weights, without a softmax
+    p = np.exp(s - lse_i)  # (..., bq, bk); blocked keys give exactly 0
+    # dV_j += P_ij^T dO_i
+    dv_j = np.swapaxes(p, -2, -1) @ dout_i  # (..., bk, dv)
+    # dP_ij = dO_i V_j^T
+    dp = dout_i @ np.swapaxes(v_j, -2, -1)  # (..., bq, bk)
+    # dS_ij = P_ij * (dP_ij - D_i): D_i stands in for rowsum(dP * P)
+    ds = p * (dp - delta_i)  # (..., bq, bk)
+    # dQ_i += dS_ij K_j / sqrt(d_k)
+    dq_i = ds @ k_j * scale  # (..., bq, d)
+    # dK_j += dS_ij^T Q_i / sqrt(d_k)
+    dk_j = np.swapaxes(ds, -2, -1) @ q_i * scale  # (..., bk, d)
+    return dq_i, dk_j, dv_j
+# --8<-- [end:backward-tile-numpy]
+
+
+# --8<-- [start:tiled-attention-backward-numpy]
+def tiled_attention_backward_numpy(q, k, v, dout, mask=None, causal=False,
+                                   query_positions=None, key_positions=None,
+                                   block_q=BLOCK, block_k=BLOCK):
+    """dq, dk, dv of tiled_attention_numpy, one tile at a time.
+
+    Arguments as tiled_attention_numpy's, plus dout = dL/dO (..., Tq, dv).
+    The forward keeps only O and one log-sum-exp L per query row; every
+    tile's weights are recomputed from L, so no (Tq, Tk) array exists.
+    """
+    # --8<-- [start:tiled-backward-saved-numpy]
+    # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
+    out, lse = tiled_attention_numpy(
+        q, k, v, mask, causal, query_positions, key_positions,
+        block_q, block_k, return_lse=True,
+    )
+    dout = np.asarray(dout)
+    checks.upstream(dout.shape, out.shape)
+    checks.finite(dout, "dout")
+    # D = rowsum(dO * O), equal to rowsum(dP * P) and found in O(T d)
+    delta = np.sum(dout * out, axis=-1, keepdims=True)  # (..., Tq, 1)
+    lse = lse[..., None]  # (..., Tq, 1)
+    # --8<-- [end:tiled-backward-saved-numpy]
+    *lead, tq, _ = out.shape
+    tk = k.shape[-2]
+    if mask is not None:
+        mask = np.broadcast_to(mask, (*lead, tq, tk))  # checked, a view
+    q_pos, k_pos = positions(causal, query_positions, key_positions,
+                             tq, tk, np.asarray)
+    # --8<-- [start:tiled-backward-loop-numpy]
+    dq = np.zeros((*lead, tq, q.shape[-1]), out.dtype)  # (..., Tq, d)
+    dk = np.zeros((*lead, tk, k.shape[-1]), out.dtype)  # (..., Tk, d)
+    dv = np.zeros((*lead, tk, v.shape[-1]), out.dtype)  # (..., Tk, dv)
+    for j in range(0, tk, block_k):  # each key block owns its dK_j, dV_j
+        cols = slice(j, j + block_k)
+        for i in range(0, tq, block_q):
+            rows = slice(i, i + block_q)
+            if causal and k_pos[cols].min() > q_pos[rows].max():
+                continue  # the whole tile lies in the future: P = 0
+            tile = tile_mask_numpy(mask, q_pos, k_pos, rows, cols)
+            dq_i, dk_j, dv_j = backward_tile_numpy(
+                q[..., rows, :], k[..., cols, :], v[..., cols, :],
+                dout[..., rows, :], lse[..., rows, :],
+                delta[..., rows, :], tile,
+            )
+            dq[..., rows, :] += dq_i  # (..., bq, d)
+            dk[..., cols, :] += dk_j  # (..., bk, d)
+            dv[..., cols, :] += dv_j  # (..., bk, dv)
+    # --8<-- [end:tiled-backward-loop-numpy]
+    # a batch dim that q, k or v shared (broadcast) sums its gradients
+    return tuple(
+        numpy_ref.sum_to_shape(g, x.shape).astype(x.dtype, copy=False)
+        for g, x in ((dq, q), (dk, k), (dv, v))
+    )
+# --8<-- [end:tiled-attention-backward-numpy]
+
+
+# --8<-- [start:backward-tile-torch]
+def backward_tile_torch(q_i, k_j, v_j, dout_i, lse_i, delta_i, tile):
+    """One tile's shares of dq_i, dk_j and dv_j, from the saved L and D.
+
+    q_i (..., bq, d), k_j (..., bk, d), v_j (..., bk, dv), dout_i
+    (..., bq, dv); lse_i and delta_i (..., bq, 1); tile: blocked or None.
+    """
+    scale = 1 / math.sqrt(q_i.shape[-1])  # 1 / sqrt(d_k)
+    # S_ij = Q_i K_j^T / sqrt(d_k), masked as the forward masked it
+    s = q_i @ k_j.transpose(-2, -1) * scale  # (..., bq, bk)
+    if tile is not None:
+        s = s.masked_fill(tile, -math.inf)
+    # P_ij = exp(S_ij - L_i): the forward's weights, without a softmax
+    p = torch.exp(s - lse_i)  # (..., bq, bk); blocked keys give exactly 0
+    # dV_j += P_ij^T dO_i
+    dv_j = p.transpose(-2, -1) @ dout_i  # (..., bk, dv)
+    # dP_ij = dO_i V_j^T
+    dp = dout_i @ v_j.transpose(-2, -1)  # (..., bq, bk)
+    # dS_ij = P_ij * (dP_ij - D_i): D_i stands in for rowsum(dP * P)
+    ds = p * (dp - delta_i)  # (..., bq, bk)
+    # dQ_i += dS_ij K_j / sqrt(d_k)
+    dq_i = ds @ k_j * scale  # (..., bq, d)
+    # dK_j += dS_ij^T Q_i / sqrt(d_k)
+    dk_j = ds.transpose(-2, -1) @ q_i * scale  # (..., bk, d)
+    return dq_i, dk_j, dv_j
+# --8<-- [end:backward-tile-torch]
+
+
+# --8<-- [start:tiled-attention-backward-torch]
+def tiled_attention_backward_torch(q, k, v, dout, mask=None, causal=False,
+                                   query_positions=None, key_positions=None,
+                                   block_q=BLOCK, block_k=BLOCK):
+    """dq, dk, dv of tiled_attention_torch, one tile at a time.
+
+    Arguments as tiled_attention_torch's, plus dout = dL/dO (..., Tq, dv).
+    The forward keeps only O and one log-sum-exp L per query row; every
+    tile's weights are recomputed from L, so no (Tq, Tk) tensor exists.
+    Low-precision inputs accumulate in float32, cast once at the end.
+    """
+    # --8<-- [start:tiled-backward-saved-torch]
+    # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
+    out, lse = tiled_attention_torch(
+        q, k, v, mask, causal, query_positions, key_positions,
+        block_q, block_k, return_lse=True,
+    )
+    checks.upstream(dout.shape, out.shape)
+    torch_ref.check_finite(dout, "dout")
+    acc = torch.promote_types(q.dtype, torch.float32)  # accumulators
+    # D = rowsum(dO * O), equal to rowsum(dP * P) and found in O(T d)
+    delta = (dout.to(acc) * out.to(acc)).sum(dim=-1, keepdim=True)
+    lse = lse.to(acc)[..., None]  # (..., Tq, 1)
+    # --8<-- [end:tiled-backward-saved-torch]
+    *lead, tq, _ = out.shape
+    tk = k.shape[-2]
+    if mask is not None:
+        mask = mask.expand(*lead, tq, tk)  # checked, a view
+    q_pos, k_pos = positions(causal, query_positions, key_positions,
+                             tq, tk, _as_tensor_on(q.device))
+    # --8<-- [start:tiled-backward-loop-torch]
+    kw = {"dtype": acc, "device": q.device}
+    dq = torch.zeros((*lead, tq, q.shape[-1]), **kw)  # (..., Tq, d)
+    dk = torch.zeros((*lead, tk, k.shape[-1]), **kw)  # (..., Tk, d)
+    dv = torch.zeros((*lead, tk, v.shape[-1]), **kw)  # (..., Tk, dv)
+    for j in range(0, tk, block_k):  # each key block owns its dK_j, dV_j
+        cols = slice(j, j + block_k)
+        for i in range(0, tq, block_q):
+            rows = slice(i, i + block_q)
+            if causal and k_pos[cols].min() > q_pos[rows].max():
+                continue  # the whole tile lies in the future: P = 0
+            tile = tile_mask_torch(mask, q_pos, k_pos, rows, cols)
+            dq_i, dk_j, dv_j = backward_tile_torch(
+                q[..., rows, :].to(acc), k[..., cols, :].to(acc),
+                v[..., cols, :].to(acc), dout[..., rows, :].to(acc),
+                lse[..., rows, :], delta[..., rows, :], tile,
+            )
+            dq[..., rows, :] += dq_i  # (..., bq, d)
+            dk[..., cols, :] += dk_j  # (..., bk, d)
+            dv[..., cols, :] += dv_j  # (..., bk, dv)
+    # --8<-- [end:tiled-backward-loop-torch]
+    # a batch dim that q, k or v shared (broadcast) sums its gradients
+    return tuple(
+        g.sum_to_size(x.shape).to(x.dtype)
+        for g, x in ((dq, q), (dk, k), (dv, v))
+    )
+# --8<-- [end:tiled-attention-backward-torch]

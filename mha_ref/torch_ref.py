@@ -22,43 +22,130 @@ def check_finite(tensor, name):
 
 
 def _check_scores(scores):
-    # finite q and k can still overflow q @ k^T: no silent NaN rows
-    if (scores.isnan() | scores.isposinf()).any():
-        checks.real_logits(scores.detach().cpu().double().numpy())
+    # finite q and k can still overflow q @ k^T: no silent NaN rows.
+    # scores are float32 or float64 here, which NumPy holds as they are
+    lost = scores.isneginf().all(dim=-1).any()  # a row of only -inf
+    if (scores.isnan() | scores.isposinf()).any() or lost:
+        checks.scores_finite(scores.detach().cpu().numpy())
 
 
 def _check_mask(mask, scores_shape):
-    if not isinstance(mask, torch.Tensor):
-        raise TypeError(
-            f"mask must be a torch.Tensor of dtype torch.bool, got "
-            f"{type(mask).__name__}; convert with torch.as_tensor(mask)"
+    # the mask expanded to the scores: SDPA needs at least (Tq, Tk)
+    return checks.mask_tensor(mask, scores_shape)
+
+
+# --8<-- [start:softmax-backward]
+def softmax_backward(probabilities, upstream):
+    """Gradient w.r.t. the logits, given p = softmax(s) and dL/dp.
+
+    The Jacobian-vector product dL/ds_j = p_j (g_j - sum_k p_k g_k).
+    """
+    p, g = probabilities, upstream
+    if p.shape != g.shape:
+        raise ValueError(
+            f"probabilities {tuple(p.shape)} and upstream "
+            f"{tuple(g.shape)} must match"
         )
-    if mask.dtype != torch.bool:
-        checks.mask_dtype("f")
-    checks.mask_shape(mask.shape, scores_shape)
-    rows = torch.broadcast_to(mask, scores_shape).all(dim=-1)
-    checks.every_row_has_a_key(rows.cpu().numpy())
+    # g_bar = sum_k p_k g_k, one number per row
+    weighted_mean = (p * g).sum(dim=-1, keepdim=True)
+    return p * (g - weighted_mean)
+# --8<-- [end:softmax-backward]
+
+
+# --8<-- [start:repeat-kv-heads]
+def repeat_kv_heads(x, group):
+    """Each key/value head ``group`` times in a row, on axis -3.
+
+    (..., H_kv, T, d) -> (..., H_kv * group, T, d): query head h reads
+    key/value head h // group, as SDPA's enable_gqa=True.
+    repeat_interleave gives the heads [a, a, b, b]; x.repeat would give
+    [a, b, a, b] and pair query heads with the wrong keys.
+
+    >>> heads = torch.tensor([10, 20]).view(2, 1, 1)  # (H_kv, T, d)
+    >>> repeat_kv_heads(heads, 2).flatten()
+    tensor([10, 10, 20, 20])
+    """
+    return x.repeat_interleave(group, dim=-3)  # (..., H_kv * G, T, d)
+# --8<-- [end:repeat-kv-heads]
 
 
 # --8<-- [start:attention]
 def attention(q, k, v, mask=None):
     """q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
 
+    k and v may have fewer heads (axis -3) than q, H % H_kv == 0.
+    mask broadcasts to (..., Tq, Tk): key padding is (B, 1, 1, Tk),
+    see key_padding_mask. float16 and bfloat16 compute in float32.
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
     """
-    checks.qkv_shapes(q.shape, k.shape, v.shape)
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        check_finite(tensor, name)
-    d = q.shape[-1]  # the head size d_k, not d_model
-    # $S = QK^\top / \sqrt{d_k}$
+    mask = checks.attention_tensors(q, k, v, mask)  # see checks
+    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    if group > 1:  # grouped-query attention: H_kv < H heads in k and v
+        k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
+    dtype, d = q.dtype, q.shape[-1]  # d: the head size d_k, not d_model
+    # fp16 and bf16 compute in float32, as SDPA does; float64 stays
+    wide = torch.promote_types(dtype, torch.float32)
+    q, k, v = q.to(wide), k.to(wide), v.to(wide)
+    # S = Q K^T / sqrt(d_k)
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., Tq, Tk)
     if mask is not None:
-        _check_mask(mask, scores.shape)
         scores = scores.masked_fill(mask, float("-inf"))  # before softmax
-    _check_scores(scores)  # finite or -inf, as numpy_ref.softmax checks
+    _check_scores(scores)  # q @ k^T can overflow: name the row
     weights = scores.softmax(dim=-1)  # each row sums to 1 over keys
-    return weights @ v, weights  # (..., Tq, dv), (..., Tq, Tk)
+    out = weights @ v  # (..., Tq, dv)
+    return out.to(dtype), weights.to(dtype)  # cast back once, at the end
 # --8<-- [end:attention]
+
+
+# --8<-- [start:attention-backward]
+def attention_backward(q, k, v, dout, mask=None):
+    """Gradients of attention(q, k, v, mask)'s output, given dout = dL/dO.
+
+    dout is (..., Tq, dv). Returns dq, dk, dv shaped as q, k and v. The
+    weights A are recomputed from q and k, as the forward made them.
+    """
+    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    if group > 1:  # grouped-query attention: H_kv < H heads in k and v
+        k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
+    out, weights = attention(q, k, v, mask)  # A: (..., Tq, Tk)
+    checks.upstream(dout.shape, out.shape)
+    check_finite(dout, "dout")
+    d = q.shape[-1]  # the head size d_k
+    # --8<-- [start:attention-backward-dv]
+    # dV = A^T dO: each value collects the rows that read it
+    dv = weights.transpose(-2, -1) @ dout  # (..., Tk, dv)
+    # --8<-- [end:attention-backward-dv]
+    # --8<-- [start:attention-backward-da]
+    # dA = dO V^T
+    d_weights = dout @ v.transpose(-2, -1)  # (..., Tq, Tk)
+    # --8<-- [end:attention-backward-da]
+    # --8<-- [start:attention-backward-ds]
+    # dS = A * (dA - rowsum(dA * A)); a blocked key has A = 0, so dS = 0
+    d_scores = softmax_backward(weights, d_weights)  # (..., Tq, Tk)
+    # --8<-- [end:attention-backward-ds]
+    # --8<-- [start:attention-backward-dq-dk]
+    # dQ = dS K / sqrt(d_k)
+    dq = d_scores @ k / math.sqrt(d)  # (..., Tq, d)
+    # dK = dS^T Q / sqrt(d_k)
+    dk = d_scores.transpose(-2, -1) @ q / math.sqrt(d)  # (..., Tk, d)
+    # --8<-- [end:attention-backward-dq-dk]
+    # a batch dim that q, k or v shared (broadcast) sums its gradients
+    dq, dk, dv = (dq.sum_to_size(q.shape), dk.sum_to_size(k.shape),
+                  dv.sum_to_size(v.shape))
+    if group > 1:  # a key/value head served G query heads: add them up
+        dk, dv = sum_kv_heads(dk, group), sum_kv_heads(dv, group)
+    return dq, dk, dv
+# --8<-- [end:attention-backward]
+
+
+def sum_kv_heads(grad, group):
+    """The gradient of repeat_kv_heads: add the G copies of each head.
+
+    (..., H_kv * G, T, d) -> (..., H_kv, T, d), axis -3.
+    """
+    *lead, h, t, d = grad.shape  # (..., H_kv * G, T, d)
+    grad = grad.reshape(*lead, h // group, group, t, d)  # (.., H_kv, G, ..)
+    return grad.sum(dim=-3)  # (..., H_kv, T, d)
 
 
 # --8<-- [start:causal-mask]
@@ -79,27 +166,94 @@ def causal_mask_for_positions(query_positions, key_positions):
 # --8<-- [end:causal-mask-for-positions]
 
 
+# --8<-- [start:key-padding-mask]
+def key_padding_mask(lengths, tk=None):
+    """(B, 1, 1, Tk) mask, True on the padding keys of each sequence.
+
+    ``lengths`` (B,): sequence b holds its first lengths[b] keys, the
+    rest is padding (tk defaults to the longest). Or a (B, Tk) bool
+    tensor, True = padding. A mask broadcasts from the right, so a bare
+    (B, Tk) mask would be read as (Tq, Tk) and, when B == Tq, mask the
+    wrong keys without a word; the two 1s put B on the batch axis.
+    """
+    lengths = torch.as_tensor(lengths)
+    checks.key_padding(lengths, tk)  # ints in 1..tk, or (B, Tk) bools
+    if lengths.dtype == torch.bool:
+        padded = lengths  # (B, Tk), True = padding
+    else:
+        tk = int(lengths.max()) if tk is None else tk
+        keys = torch.arange(tk, device=lengths.device)  # (Tk,)
+        padded = keys[None, :] >= lengths[:, None]  # (B, Tk)
+    return padded[:, None, None, :]  # (B, 1, 1, Tk): heads, query rows
+# --8<-- [end:key-padding-mask]
+
+
+# --8<-- [start:apply-rope]
+def apply_rope(x, positions, base=10000.0):
+    """Rotary position embedding of x (..., T, d_head) at ``positions``.
+
+    The rotate-half convention (GPT-NeoX, Llama): feature i pairs with
+    feature i + d_head / 2, and the pair turns by the angle
+    position * base ** (-2 i / d_head). Rotations keep lengths, and
+    q . k after rotation depends on the positions only through m - n.
+
+    >>> x = torch.tensor([[1.0, 0.0]])  # one row, d_head = 2
+    >>> apply_rope(x, [1]).round(decimals=4)  # turned by 1 radian
+    tensor([[0.5403, 0.8415]])
+    """
+    positions = torch.as_tensor(positions, device=x.device)
+    d_head = x.shape[-1]
+    checks.rope_head_size(d_head)
+    checks.sequence_positions(positions.shape, x.shape[-2])
+    half = d_head // 2
+    dtype = torch.promote_types(x.dtype, torch.float32)  # angles >= fp32
+    # theta_i = base^(-2i / d_head): one frequency per pair of features
+    i = torch.arange(half, device=x.device, dtype=dtype)
+    freq = base ** (-2.0 * i / d_head)  # (d_head / 2,)
+    angle = positions.to(dtype)[:, None] * freq[None, :]  # (T, d_head / 2)
+    angle = torch.cat([angle, angle], dim=-1)  # (T, d_head)
+    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    # rotate_half(x) = (-x2, x1): each pair (x1, x2) turned by 90 degrees
+    x1, x2 = x[..., :half], x[..., half:]  # (..., T, d_head / 2) each
+    rotated = torch.cat([-x2, x1], dim=-1)  # (..., T, d_head)
+    return x * cos + rotated * sin  # (..., T, d_head)
+# --8<-- [end:apply-rope]
+
+
 class MultiHeadAttention(nn.Module):
-    """Self- or cross-attention with ``n_head`` heads, from scratch."""
+    """Self- or cross-attention with ``n_head`` heads, from scratch.
+
+    ``n_kv_head`` key/value heads (None: n_head; 1: multi-query) are
+    shared by groups of query heads; ``rope=True`` rotates q and k at
+    their absolute positions (self-attention only).
+    """
 
     # --8<-- [start:mha-init]
-    def __init__(self, d_model, n_head, bias=False, device=None, dtype=None):
+    def __init__(self, d_model, n_head, n_kv_head=None, bias=False,
+                 rope=False, rope_base=10000.0, device=None, dtype=None):
         super().__init__()
         checks.head_split(d_model, n_head)
+        checks.device(device, torch.cuda.is_available())
+        self.n_kv_head = n_head if n_kv_head is None else n_kv_head
+        checks.kv_head_split(n_head, self.n_kv_head)
         self.d_model, self.n_head = d_model, n_head
         self.d_head = d_model // n_head
-        kw = dict(bias=bias, device=device, dtype=dtype)
+        self.rope, self.rope_base = rope, rope_base
+        if rope:
+            checks.rope_head_size(self.d_head)
+        kw = {"bias": bias, "device": device, "dtype": dtype}
+        d_kv = self.n_kv_head * self.d_head  # d_model when n_kv_head = H
         # nn.Linear stores its weight as (out, in) and computes x @ W.T
         self.wq = nn.Linear(d_model, d_model, **kw)
-        self.wk = nn.Linear(d_model, d_model, **kw)
-        self.wv = nn.Linear(d_model, d_model, **kw)
+        self.wk = nn.Linear(d_model, d_kv, **kw)
+        self.wv = nn.Linear(d_model, d_kv, **kw)
         self.wo = nn.Linear(d_model, d_model, **kw)
     # --8<-- [end:mha-init]
 
     # --8<-- [start:split-heads]
     def split_heads(self, x):
-        b, t, _ = x.shape  # (B, T, d_model)
-        x = x.view(b, t, self.n_head, self.d_head)  # (B, T, H, dh)
+        b, t, _ = x.shape  # (B, T, H * dh); H_kv * dh for K and V
+        x = x.view(b, t, -1, self.d_head)  # (B, T, H, dh)
         return x.transpose(1, 2)  # (B, H, T, dh)
     # --8<-- [end:split-heads]
 
@@ -110,23 +264,36 @@ class MultiHeadAttention(nn.Module):
         return x.view(b, t, h * dh)  # (B, T, d_model)
     # --8<-- [end:merge-heads]
 
-    def project(self, x, context=None):
-        """Checked inputs -> q (B, H, Tq, dh), k and v (B, H, Tk, dh)."""
-        checks.model_input(x.shape, self.d_model)
+    # --8<-- [start:mha-project]
+    def project(self, x, context=None, positions=None):
+        """Checked inputs -> q (B, H, Tq, dh), k and v (B, H_kv, Tk, dh).
+
+        ``positions`` (Tq,): where the rows of x sit, for RoPE only
+        (default 0 .. Tq - 1).
+        """
+        checks.model_tensors(x, context, self.d_model, self.wq.weight)
         if context is None:
             context = x  # self-attention
         else:
-            checks.context_input(x.shape, context.shape, self.d_model)
-        q = self.split_heads(self.wq(x))
-        k = self.split_heads(self.wk(context))
-        v = self.split_heads(self.wv(context))
+            checks.rope_self_attention(self.rope, has_context=True)
+        q = self.split_heads(self.wq(x))  # (B, H, Tq, dh)
+        k = self.split_heads(self.wk(context))  # (B, H_kv, Tk, dh)
+        v = self.split_heads(self.wv(context))  # (B, H_kv, Tk, dh)
+        # --8<-- [start:mha-rope]
+        if self.rope:  # after the head split, at absolute positions
+            if positions is None:
+                positions = torch.arange(x.shape[1], device=x.device)
+            q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
+            k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, ..)
+        # --8<-- [end:mha-rope]
         return q, k, v
+    # --8<-- [end:mha-project]
 
     # --8<-- [start:mha-forward]
-    def forward(self, x, mask=None, context=None):
+    def forward(self, x, mask=None, context=None, positions=None):
         """x (B, Tq, d_model); context (B, Tk, d_model) gives K and V."""
         # $Q = XW_Q$, $K = XW_K$, $V = XW_V$: one GEMM for all heads
-        q, k, v = self.project(x, context)  # (B, H, T, dh)
+        q, k, v = self.project(x, context, positions)  # (B, H, T, dh)
         out, weights = attention(q, k, v, mask)  # (B, H, Tq, dh)
         # $\mathrm{Concat}(\mathrm{head}_1, \ldots, \mathrm{head}_h) W_O$
         y = self.wo(self.merge_heads(out))  # (B, Tq, d_model)
@@ -135,18 +302,17 @@ class MultiHeadAttention(nn.Module):
 
 
 # --8<-- [start:sdpa-forward]
-def sdpa_forward(module, x, mask=None, context=None):
+def sdpa_forward(module, x, mask=None, context=None, positions=None):
     """The module's weights through F.scaled_dot_product_attention."""
-    q, k, v = module.project(x, context)  # (B, H, T, dh)
-    for name, tensor in (("q", q), ("k", k), ("v", v)):
-        check_finite(tensor, name)  # as attention() checks them
-    allowed = None
-    if mask is not None:
-        _check_mask(mask, (*q.shape[:-1], k.shape[-2]))
-        allowed = ~mask  # SDPA's boolean mask means True = allowed
+    q, k, v = module.project(x, context, positions)  # k, v: H_kv heads
+    mask = checks.attention_tensors(q, k, v, mask)  # as attention() does
+    # SDPA's boolean mask means True = allowed: the one place we flip it
+    allowed = None if mask is None else ~mask  # (B, H, Tq, Tk)
     # dropout_p does not follow module.eval(): pass 0.0 explicitly
+    # enable_gqa: query head h reads key/value head h // (H // H_kv)
+    grouped = k.shape[-3] != q.shape[-3]
     out = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=allowed, dropout_p=0.0
+        q, k, v, attn_mask=allowed, dropout_p=0.0, enable_gqa=grouped
     )  # (B, H, Tq, dh)
     # finite q and k can still overflow q @ k^T: no silent NaN rows
     check_finite(out, "SDPA output")
@@ -157,6 +323,7 @@ def sdpa_forward(module, x, mask=None, context=None):
 # --8<-- [start:library-version]
 def library_version(module):
     """An nn.MultiheadAttention (batch_first) with the same weights."""
+    _check_library_can_express(module)  # no grouped heads, no RoPE
     has_bias = module.wq.bias is not None
     weight = module.wq.weight
     library = nn.MultiheadAttention(
@@ -176,12 +343,24 @@ def library_version(module):
 # --8<-- [end:library-version]
 
 
+def _check_library_can_express(module):
+    if module.n_kv_head != module.n_head or module.rope:
+        raise ValueError(
+            f"nn.MultiheadAttention has neither grouped key/value heads "
+            f"nor RoPE, but the module has n_head={module.n_head}, "
+            f"n_kv_head={module.n_kv_head}, rope={module.rope}; compare "
+            f"through sdpa_forward instead"
+        )
+
+
 # --8<-- [start:library-forward]
 def library_forward(library, x, mask=None, context=None):
     """Call nn.MultiheadAttention with our mask convention (True = blocked).
 
     A per-head or per-batch mask becomes the (B * H, Tq, Tk) it expects.
     """
+    weight = library.out_proj.weight  # the module's dtype and device
+    checks.model_tensors(x, context, library.embed_dim, weight)
     context = x if context is None else context
     b, tq, tk = x.shape[0], x.shape[1], context.shape[1]
     h = library.num_heads
@@ -198,7 +377,8 @@ def to_numpy(module):
     """A numpy_ref.MultiHeadAttention holding the same weights."""
     has_bias = module.wq.bias is not None
     twin = numpy_ref.MultiHeadAttention(
-        module.d_model, module.n_head, bias=has_bias
+        module.d_model, module.n_head, n_kv_head=module.n_kv_head,
+        bias=has_bias, rope=module.rope, rope_base=module.rope_base,
     )
 
     def as_array(p):

@@ -1,10 +1,9 @@
 """Fixtures for the browser tests: the built site, a server, Chromium.
 
-The site is served from site/ (build it with `make site`; MHA_SITE_DIR
-names another build) by a threaded http.server on 127.0.0.1 at a free
-port; one headless Chromium, driven by Playwright's sync API, serves the
-whole session, and each test gets a fresh context (its own storage, so a
-colour scheme never leaks).
+The site is served from site/ (build it with `make site`) by a threaded
+http.server on 127.0.0.1 at a free port; one headless Chromium, driven
+by Playwright's sync API, serves the whole session, and each test gets
+a fresh context (its own storage, so a colour scheme never leaks).
 
 Without a browser the tests skip and say how to get one, except in CI
 (CI=true), where a missing browser fails: a suite that skips there
@@ -37,8 +36,10 @@ def pytest_generate_tests(metafunc):
 def skip_or_fail(reason):
     """Skip with `reason`, or fail with it in CI."""
     if harness.in_ci():
-        pytest.fail(f"{reason} (CI is set, so this fails instead of "
-                    "skipping)", pytrace=False)
+        pytest.fail(
+            f"{reason} (CI is set, so this fails instead of skipping)",
+            pytrace=False,
+        )
     pytest.skip(reason)
 
 
@@ -46,8 +47,9 @@ def skip_or_fail(reason):
 def site_dir():
     """The built site; fails when it is missing or empty."""
     if not (SITE / "index.html").is_file():
-        pytest.fail(f"{SITE} has no index.html: run make site first",
-                    pytrace=False)
+        pytest.fail(
+            f"{SITE} has no index.html: run make site first", pytrace=False
+        )
     return SITE
 
 
@@ -86,8 +88,10 @@ def browser():
     except Error as error:
         playwright.stop()
         first = str(error).strip().splitlines()[0]
-        skip_or_fail(f"Chromium at {executable} did not start ({first}): "
-                     f"{harness.INSTALL_HINT}")
+        skip_or_fail(
+            f"Chromium at {executable} did not start ({first}): "
+            f"{harness.INSTALL_HINT}"
+        )
     yield browser
     browser.close()
     playwright.stop()

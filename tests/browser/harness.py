@@ -15,14 +15,13 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 # the server and Chromium's flags, shared with the benchmarks
-from scripts.site_server import CHROMIUM_ARGS, serve  # noqa: F401
+from bench.site_server import CHROMIUM_ARGS, serve  # noqa: F401
 
 INSTALL_HINT = (
     "install Chromium: `apt-get install chromium` (or `make browser`)"
 )
 REPO = Path(__file__).resolve().parents[2]
-# The built site: site/ (make site), or another build named by MHA_SITE_DIR.
-SITE = Path(os.environ.get("MHA_SITE_DIR") or REPO / "site")
+SITE = REPO / "site"  # the built site (make site)
 SCREENSHOTS = REPO / "build" / "screenshots"
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -52,8 +51,11 @@ def site_pages(site=SITE):
 
 def notebook_pages(site=SITE):
     """The pages that render a notebook (mkdocs-jupyter's jp-Notebook)."""
-    return [p for p in site_pages(site)
-            if "jp-Notebook" in p.file.read_text("utf-8")]
+    return [
+        p
+        for p in site_pages(site)
+        if "jp-Notebook" in p.file.read_text("utf-8")
+    ]
 
 
 # Schemes that are the local server itself or carry no network traffic.

@@ -12,6 +12,7 @@ formula rendered, every image settled) with a timeout, and reports what
 is still wrong when the timeout passes; nothing sleeps.
 """
 
+import contextlib
 from pathlib import Path
 
 WAIT_MS = 5000  # how long a page may take to settle before we report
@@ -57,10 +58,8 @@ def settle(page, condition, arg=None, wait_ms=WAIT_MS):
     """
     from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-    try:
+    with contextlib.suppress(PlaywrightTimeout):
         page.wait_for_function(condition, arg=arg, timeout=wait_ms)
-    except PlaywrightTimeout:
-        pass
 
 
 def wait_for_math(page, expected, wait_ms=WAIT_MS):

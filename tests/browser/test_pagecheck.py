@@ -63,8 +63,9 @@ def write_page(folder, body, *, katex=True, throw=False, css=""):
 def synthetic(tmp_path, serve_dir, open_page):
     """Factory: synthetic(body, **kw) -> (page, recorder, html), loaded."""
     if not (KATEX / "katex.min.js").is_file():
-        pytest.fail(f"no KaTeX in {KATEX}: run scripts/vendor_katex.sh",
-                    pytrace=False)
+        pytest.fail(
+            f"no KaTeX in {KATEX}: run ./vendor_katex.sh", pytrace=False
+        )
     shutil.copytree(KATEX, tmp_path / "katex")
     (tmp_path / "fig-light.svg").write_text(SVG)
     (tmp_path / "fig-dark.svg").write_text(SVG)
@@ -109,7 +110,8 @@ def test_math_problems_detects_formula_left_as_text(synthetic):
     page, recorder, html = synthetic(GOOD_MATH + bad, throw=True)
     problems = pagecheck.math_problems(page, html, wait_ms=SHORT)
     assert "2 formulas rendered by KaTeX, the page's source has 3" in (
-        problems)
+        problems
+    )
     assert any(r"raw TeX" in p for p in pagecheck.raw_tex_problems(page))
     assert any("console error" in p for p in recorder.problems())
 
@@ -118,7 +120,8 @@ def test_math_problems_detects_page_without_renderer(synthetic):
     page, _, html = synthetic(GOOD_MATH, katex=False)
     problems = pagecheck.math_problems(page, html, wait_ms=SHORT)
     assert problems[0] == (
-        "0 formulas rendered by KaTeX, the page's source has 2")
+        "0 formulas rendered by KaTeX, the page's source has 2"
+    )
     assert len(pagecheck.raw_tex_problems(page)) >= 2
 
 
@@ -160,9 +163,9 @@ def test_image_problems_detects_missing_file(synthetic):
     assert pagecheck.image_problems(page) == [
         "image did not load: generated/figures/gone.svg"
     ]
-    assert any(
-        "gone.svg (HTTP 404)" in p for p in recorder.problems()
-    ), recorder.problems()
+    assert any("gone.svg (HTTP 404)" in p for p in recorder.problems()), (
+        recorder.problems()
+    )
 
 
 def test_recorder_detects_request_to_another_host(synthetic):
@@ -172,12 +175,16 @@ def test_recorder_detects_request_to_another_host(synthetic):
     )
     problems = recorder.problems()
     assert "request to another host: https://cdn.example.com/x.js" in (
-        problems)
+        problems
+    )
     assert "request to another host: https://fonts.googleapis.com/css" in (
-        problems)
+        problems
+    )
     # Aborted before leaving: no real traffic, and not a local failure.
     assert sorted(recorder.blocked) == [
-        "https://cdn.example.com/x.js", "https://fonts.googleapis.com/css"]
+        "https://cdn.example.com/x.js",
+        "https://fonts.googleapis.com/css",
+    ]
     assert not any(p.startswith("failed request") for p in problems)
 
 
@@ -259,15 +266,14 @@ def test_overflow_problems_none_when_wide_blocks_scroll(synthetic):
         # a scrolling box the width of the screen.
         '<div style="overflow-x:auto"><pre style="overflow-x:auto;'
         f'width:max-content">{WIDE}</pre></div>',
-        viewport=PHONE, katex=False,
+        viewport=PHONE,
+        katex=False,
     )
     assert pagecheck.overflow_problems(page) == []
 
 
 def test_overflow_problems_detects_page_scrolling_sideways(synthetic):
-    page, _, _ = synthetic(
-        f"<pre>{WIDE}</pre>", viewport=PHONE, katex=False
-    )
+    page, _, _ = synthetic(f"<pre>{WIDE}</pre>", viewport=PHONE, katex=False)
     problems = pagecheck.overflow_problems(page)
     assert problems[0].startswith("page scrolls sideways")
     assert any("pre wider than the screen" in p for p in problems)
@@ -277,7 +283,8 @@ def test_overflow_problems_detects_cut_off_table(synthetic):
     page, _, _ = synthetic(
         f'<div style="overflow:hidden"><table><tr><td>{WIDE}</td></tr>'
         "</table></div>",
-        viewport=PHONE, katex=False,
+        viewport=PHONE,
+        katex=False,
     )
     assert pagecheck.overflow_problems(page) == [
         f"table wider than its box, cut off: {WIDE[:40]}"
@@ -285,15 +292,19 @@ def test_overflow_problems_detects_cut_off_table(synthetic):
 
 
 def test_site_pages_lists_each_page_but_404_and_assets(tmp_path):
-    for rel in ["", "scaling", "generated/notebooks/experiment", "404",
-                "assets/javascripts"]:
+    for rel in [
+        "",
+        "scaling",
+        "generated/notebooks/experiment",
+        "404",
+        "assets/javascripts",
+    ]:
         (tmp_path / rel).mkdir(parents=True, exist_ok=True)
         (tmp_path / rel / "index.html").write_text("<p>x</p>")
     (tmp_path / "404.html").write_text("<p>not found</p>")
     pages = site_pages(tmp_path)
     assert [(p.path, p.name) for p in pages] == [
         ("", "index"),
-        ("generated/notebooks/experiment/",
-         "generated-notebooks-experiment"),
+        ("generated/notebooks/experiment/", "generated-notebooks-experiment"),
         ("scaling/", "scaling"),
     ]

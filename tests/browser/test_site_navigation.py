@@ -62,14 +62,16 @@ def click_nav_link(page, origin, target):
     page.click("[data-test-target]")
     page.wait_for_url(url)
     page.wait_for_function(
-        "t => document.title === t", arg=title_of(html),
+        "t => document.title === t",
+        arg=title_of(html),
         timeout=pagecheck.WAIT_MS,
     )
     problems = pagecheck.math_problems(page, html)
     problems += pagecheck.raw_tex_problems(page)
     if not page.evaluate(f"() => window.{MARKER} === true"):
-        problems.append(f"full reload instead of instant navigation to "
-                        f"{target.path}")
+        problems.append(
+            f"full reload instead of instant navigation to {target.path}"
+        )
     if pagecheck.source_math_count(page, html) == 0:
         problems.append(f"{target.path} has no math to check")
     return [f"-> {target.name}: {p}" for p in problems]
@@ -79,8 +81,9 @@ def test_instant_navigation_renders_math(site_dir, site_origin, open_page):
     page, recorder = open_page(site_origin)
     harness.localize_sitemap(page.context, site_origin)
     page.goto(f"{site_origin}/", wait_until="load")
-    problems = click_nav_link(page, site_origin,
-                              page_named(site_dir, "scaling"))
+    problems = click_nav_link(
+        page, site_origin, page_named(site_dir, "scaling")
+    )
     assert page.locator(".arithmatex .katex").count() > 0
     problems += recorder.problems()
     assert not problems, "\n".join(problems)

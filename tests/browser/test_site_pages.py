@@ -25,7 +25,8 @@ def report(site_page, problems):
 
 def test_site_has_notebook_page(site_dir):
     assert harness.notebook_pages(site_dir), (
-        "no page in site/ renders a notebook (jp-Notebook)")
+        "no page in site/ renders a notebook (jp-Notebook)"
+    )
 
 
 def test_page_loads_offline_with_math_and_figures(
@@ -52,8 +53,10 @@ def test_page_schemes_and_widths(site_page, site_origin, open_page):
     pagecheck.wait_for_math(page, pagecheck.source_math_count(page, html))
     pagecheck.wait_for_images(page)
     problems = []
-    for viewport, order in [(DESKTOP, ["default", "slate"]),
-                            (PHONE, ["slate", "default"])]:
+    for viewport, order in [
+        (DESKTOP, ["default", "slate"]),
+        (PHONE, ["slate", "default"]),
+    ]:
         page.set_viewport_size(viewport)
         for scheme in order:
             pagecheck.set_scheme(page, scheme)

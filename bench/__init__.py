@@ -1,0 +1,22 @@
+"""Benchmarks: build times, reading time, implementations, KaTeX on build.
+
+    python -m bench                    # everything (make bench)
+    python -m bench --only impl,katex  # build, reading, impl, katex
+    python -m bench --quick            # fewer runs and sizes
+    python -m bench --out /tmp/bench   # write the report elsewhere
+
+Writes bench/report.json and bench/report.md. Every figure is the median
+of several runs, and every ratio compares figures measured in the same
+run, so a busy machine slows both sides. This is a benchmark, not a test:
+it asserts nothing, and reports each target as met or not.
+
+One module per part, each with its own docstring:
+
+- build_times: cold, warm and floor builds in a temporary copy.
+- reading: headless Chromium against the built site, cold cache.
+- implementations: time and memory of each attention, against SDPA.
+- katex_prerender: formulas typeset at build time, and the decision.
+
+and around them: env (the machine), timing (medians, timed commands),
+report (JSON and Markdown) and __main__ (the command line).
+"""

@@ -1,0 +1,138 @@
+// The KV-cache control: the zero-score example with a cache of length C
+// and n new queries (positions C .. C+n-1) against C+n keys, masked
+// position-aligned or upper-left; shows the weights and the outputs.
+//
+// <div class="mha-control" data-control="kv-cache" data-values="[...]"
+//      data-query-positions="[3, 4]">   (from the generated data)
+// Queries and keys are all zero, so every allowed key gets the same
+// score and each output is the mean of the values its row may read.
+(function () {
+  "use strict";
+
+  var w = window.mhaWidgets;
+  var MASKS = {
+    aligned: "position-aligned (from positions)",
+    "upper-left": "upper-left (is_causal=True)",
+  };
+
+  function zeros(rows) {
+    return window.mhaRef.range(0, rows).map(function () {
+      return [0];
+    });
+  }
+
+  function maskFor(which, cache, fresh) {
+    var r = window.mhaRef;
+    var keys = r.range(0, cache + fresh);
+    // upper-left: as if the new queries sat at positions 0, 1, ...
+    var first = which === "aligned" ? cache : 0;
+    return r.positionMask(r.range(first, first + fresh), keys);
+  }
+
+  window.mhaControls["kv-cache"] = function (root) {
+    var values = w.data(root, "values");
+    var queryPositions = w.data(root, "query-positions");
+    var n = values.length;
+    var name = "kv-mask-" + Math.random().toString(36).slice(2);
+
+    var valueInputs = values.map(function (x, j) {
+      var input = w.el("input", {
+        type: "number", step: "any", value: String(x),
+        "data-matrix": "values", "data-row": j,
+      });
+      input.addEventListener("input", render);
+      return w.labelled("v" + j, input);
+    });
+    var cache = w.el("input", {
+      type: "number", min: 0, max: n - 1, step: 1,
+      value: queryPositions[0], "data-option": "cache",
+    });
+    var fresh = w.el("input", {
+      type: "number", min: 1, step: 1,
+      value: queryPositions.length, "data-option": "new",
+    });
+    cache.addEventListener("input", render);
+    fresh.addEventListener("input", render);
+    var radios = Object.keys(MASKS).map(function (which, i) {
+      var radio = w.el("input", { type: "radio", name: name,
+                                  value: which, "data-option": "mask" });
+      radio.checked = i === 0;
+      radio.addEventListener("change", render);
+      return w.el("label", { class: "mha-check" }, [radio, " " +
+                                                    MASKS[which]]);
+    });
+    var results = w.el("div", { class: "mha-results" });
+    var status = w.status();
+
+    root.append(
+      w.el("div", { class: "mha-row mha-options" }, valueInputs),
+      w.el("div", { class: "mha-row mha-options" }, [
+        w.labelled("cached positions", cache),
+        w.labelled("new queries", fresh),
+      ]),
+      w.el("fieldset", { class: "mha-row mha-options" }, [
+        w.el("legend", { text: "mask:" }),
+      ].concat(radios)),
+      results,
+      status
+    );
+
+    function selected() {
+      return root.querySelector("input[name='" + name + "']:checked").value;
+    }
+
+    function render() {
+      var c = w.readNumber(cache);
+      var f = w.readNumber(fresh);
+      fresh.max = n - (c >= 0 && c < n ? c : 0);
+      results.textContent = "";
+      if (!(Number.isInteger(c) && c >= 0 && c < n)) {
+        status.textContent = "Cached positions must be a whole number " +
+          "from 0 to " + (n - 1) + ".";
+        return;
+      }
+      if (!(Number.isInteger(f) && f >= 1 && c + f <= n)) {
+        status.textContent = "New queries must be a whole number from 1 " +
+          "to " + (n - c) + ": there are " + n + " values.";
+        return;
+      }
+      var which = selected();
+      var other = which === "aligned" ? "upper-left" : "aligned";
+      var v = valueInputs.slice(0, c + f).map(function (label) {
+        return [w.readNumber(label.querySelector("input"))];
+      });
+      var mask = maskFor(which, c, f);
+      var result, otherResult;
+      try {
+        result = window.mhaRef.attention(zeros(f), zeros(c + f), v, mask);
+        otherResult = window.mhaRef.attention(
+          zeros(f), zeros(c + f), v, maskFor(other, c, f)
+        );
+      } catch (error) {
+        status.textContent = error.message;
+        return;
+      }
+      var rows = window.mhaRef.range(c, c + f).map(function (p) {
+        return "query pos " + p;
+      });
+      var keys = window.mhaRef.range(0, c + f).map(function (p) {
+        return "key " + p;
+      });
+      results.append(
+        w.numberTable("weights", "Weights, " + MASKS[which], result.weights,
+                      { blocked: mask, rowHeads: rows, colHeads: keys }),
+        w.numberTable("output", "Output", result.output, {
+          rowHeads: rows, colHeads: ["mean"],
+        })
+      );
+      var others = otherResult.output.map(function (row) {
+        return w.format(row[0]);
+      });
+      status.textContent = "The " + MASKS[other].split(" (")[0] +
+        " mask gives [" + others.join(", ") + "] instead" +
+        (c === 0 ? ": with no cache the two masks agree." : ".");
+    }
+
+    render();
+  };
+})();

@@ -1,0 +1,162 @@
+// Small DOM helpers shared by the controls (control-*.js), and the
+// registry they add themselves to; controls.js builds them on each page.
+//
+// Every number a control shows is a cell with its full value in
+// data-value (String(x) round-trips a float64), so a test can read it
+// exactly while the reader sees it rounded.
+(function () {
+  "use strict";
+
+  // el("td", {class: "x", "data-value": 1}, [child, "text"])
+  function el(tag, attrs, children) {
+    var node = document.createElement(tag);
+    Object.keys(attrs || {}).forEach(function (name) {
+      var value = attrs[name];
+      if (value === false || value === null || value === undefined) {
+        return;
+      }
+      if (name === "text") {
+        node.textContent = value;
+      } else {
+        node.setAttribute(name, value === true ? "" : String(value));
+      }
+    });
+    (children || []).forEach(function (child) {
+      node.append(child);
+    });
+    return node;
+  }
+
+  // 0.8807970779778823 -> "0.881", 1.125e-7 -> "1.13e-7", 10 -> "10"
+  function format(x, digits) {
+    var places = digits === undefined ? 3 : digits;
+    if (x === 0) {
+      return "0";
+    }
+    if (Math.abs(x) < Math.pow(10, -places)) {
+      return x.toExponential(2).replace("e-", "e\u2212");
+    }
+    var text = x.toFixed(places);
+    if (text.indexOf(".") >= 0) {
+      text = text.replace(/0+$/, "").replace(/\.$/, "");
+    }
+    return text === "-0" ? "0" : text.replace("-", "\u2212");
+  }
+
+  // A table of numbers: rows x columns, with optional headers and a
+  // blocked[i][j] mask (shown as a hatched 0). `role` names it for tests.
+  function numberTable(role, caption, rows, opts) {
+    var o = opts || {};
+    var head = o.colHeads
+      ? [el("thead", {}, [el("tr", {}, [el("th", { scope: "col" })].concat(
+          o.colHeads.map(function (h) {
+            return el("th", { scope: "col", text: h });
+          })
+        ))])]
+      : [];
+    var body = el("tbody", {}, rows.map(function (row, i) {
+      var cells = row.map(function (x, j) {
+        var blocked = o.blocked && o.blocked[i][j];
+        return el("td", {
+          "data-value": String(x),
+          class: blocked ? "mha-blocked" : null,
+          title: blocked ? "blocked" : null,
+          text: format(x, o.digits),
+        });
+      });
+      var th = el("th", {
+        scope: "row", text: o.rowHeads ? o.rowHeads[i] : "",
+      });
+      return el("tr", {}, [th].concat(cells));
+    }));
+    var table = el("table", { "data-role": role }, [
+      el("caption", { text: caption }),
+    ].concat(head, [body]));
+    return el("div", { class: "mha-scroll" }, [table]);
+  }
+
+  // A grid of number inputs for a matrix; returns {node, read()}.
+  // read() gives the numbers (NaN where a box holds no number).
+  function matrixInput(name, rows, onInput) {
+    var inputs = [];
+    var body = el("tbody", {}, rows.map(function (row, i) {
+      var cells = row.map(function (x, j) {
+        var input = el("input", {
+          type: "number",
+          step: "any",
+          value: String(x),
+          "data-matrix": name,
+          "data-row": i,
+          "data-col": j,
+          "aria-label": name + " row " + (i + 1) + ", column " + (j + 1),
+        });
+        input.addEventListener("input", onInput);
+        inputs.push(input);
+        return el("td", {}, [input]);
+      });
+      return el("tr", {}, [el("th", { scope: "row", text: i + 1 })]
+        .concat(cells));
+    }));
+    var table = el("table", { class: "mha-inputs" }, [
+      el("caption", { text: name }),
+      body,
+    ]);
+    return {
+      node: el("div", { class: "mha-scroll" }, [table]),
+      inputs: inputs,
+      read: function () {
+        return rows.map(function (row, i) {
+          return row.map(function (_, j) {
+            return readNumber(inputs[i * row.length + j]);
+          });
+        });
+      },
+      set: function (values) {
+        inputs.forEach(function (input, n) {
+          var i = Math.floor(n / rows[0].length);
+          input.value = String(values[i][n % rows[0].length]);
+        });
+      },
+    };
+  }
+
+  function readNumber(input) {
+    return input.value.trim() === "" ? NaN : Number(input.value);
+  }
+
+  // <label>text <input ...></label>
+  function labelled(text, input) {
+    return el("label", { class: "mha-field" }, [
+      el("span", { text: text }),
+      input,
+    ]);
+  }
+
+  // The JSON in a data- attribute of the control's <div>.
+  function data(root, name) {
+    var raw = root.getAttribute("data-" + name);
+    if (raw === null) {
+      throw new Error("the control has no data-" + name + " attribute");
+    }
+    return JSON.parse(raw);
+  }
+
+  // A live line for messages (errors, what the reader is looking at).
+  function status() {
+    return el("p", { class: "mha-status", role: "status",
+                     "aria-live": "polite" });
+  }
+
+  window.mhaWidgets = {
+    el: el,
+    format: format,
+    numberTable: numberTable,
+    matrixInput: matrixInput,
+    readNumber: readNumber,
+    labelled: labelled,
+    data: data,
+    status: status,
+  };
+  // control-*.js add a builder here: mhaControls["name"] = function (root)
+  window.mhaControls = window.mhaControls || {};
+})();

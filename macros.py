@@ -1,0 +1,158 @@
+"""Inline numbers and figures for the pages (the mkdocs-macros module).
+
+Each docs/generated/data/<name>.json becomes a template variable <name>,
+three filters format what it holds, and one macro shows a figure:
+
+    << weighted_sum.output | vec >>      ->  [1.5, 1]
+    << parity.summary.sdpa | sci >>      ->  1.19e-07
+    << scaling.sqrt_d_head | num >>      ->  8
+    << figure("kv-masks") >>             ->  the light and dark SVGs
+
+The data is read with `json` (PyYAML would read 1e-07 as a string) just
+before each page is rendered, so it is the data the generation step wrote
+in this build, not what was there when MkDocs read its config.
+"""
+
+import json
+import math
+import numbers
+from pathlib import Path
+
+import jinja2
+
+# Names mkdocs-macros defines itself (variables, then macros); a data file
+# must not hide one of them.
+RESERVED = frozenset(
+    {
+        "config",
+        "environment",
+        "extra",
+        "files",
+        "filters",
+        "filters_builtin",
+        "git",
+        "macros",
+        "navigation",
+        "page",
+        "plugin",
+        "context",
+        "fix_url",
+        "macros_info",
+        "now",
+    }
+)
+
+
+def _finite_or_label(x):
+    """Return x as a float, or the label NaN/inf/-inf prints as."""
+    _defined(x)
+    if isinstance(x, str) and x.strip().lower() in ("nan", "+nan", "-nan"):
+        return "NaN"
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise TypeError(f"expected a number or 'nan', got {x!r}")
+    x = float(x)
+    if math.isnan(x):
+        return "NaN"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def _defined(x):
+    # A filter receives a missing key as Undefined without raising: raise
+    # Jinja's own error, which names the missing attribute.
+    if isinstance(x, jinja2.Undefined):
+        x._fail_with_undefined_error()
+
+
+def num(x, digits=4):
+    """Round to `digits` decimals, without trailing zeros: 1.50 -> 1.5."""
+    x = _finite_or_label(x)
+    if isinstance(x, str):
+        return x
+    text = f"{x:.{digits}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def sci(x, digits=2):
+    """Scientific notation with `digits` decimals: 1.19e-07."""
+    x = _finite_or_label(x)
+    if isinstance(x, str):
+        return x
+    return f"{x:.{digits}e}"
+
+
+def vec(xs, digits=4):
+    """A (nested) list of numbers as [1.5, 1] or [[1, 0], [0.5, 0.5]]."""
+    _defined(xs)
+    if isinstance(xs, (list, tuple)):
+        return "[" + ", ".join(vec(x, digits) for x in xs) + "]"
+    if isinstance(xs, bool):
+        return str(xs)
+    return num(xs, digits)
+
+
+def figure(data, name, prefix=""):
+    """Markdown for figure ``name``: its light and dark SVG, with alt.
+
+    ``data`` is {topic: its data}; the topic that drew ``name`` stored
+    the alt text under data[topic]["figures"][name].
+    """
+    for values in data.values():
+        found = isinstance(values, dict) and values.get("figures", {})
+        if found and name in found:
+            alt = found[name]["alt"]
+            return "\n".join(
+                f"![{alt}]({prefix}generated/figures/{name}-{scheme}.svg"
+                f"#only-{scheme})"
+                for scheme in ("light", "dark")
+            )
+    raise KeyError(f"no topic drew a figure named {name!r}")
+
+
+def load_data(data_dir):
+    """Read every <name>.json in data_dir into {name: value}."""
+    data_dir = Path(data_dir)
+    files = sorted(data_dir.glob("*.json"))
+    if not files:
+        raise FileNotFoundError(
+            f"no generated data in {data_dir}: run `make generate` "
+            "(python -m pipeline) before building the site"
+        )
+    data = {}
+    for path in files:
+        name = path.stem
+        if not name.isidentifier() or name in RESERVED:
+            raise ValueError(
+                f"{path.name}: '{name}' cannot be a template variable "
+                f"(reserved: {', '.join(sorted(RESERVED))})"
+            )
+        data[name] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
+def data_dir_of(env):
+    """docs/generated/data under the configured docs_dir."""
+    return Path(env.conf["docs_dir"]) / "generated" / "data"
+
+
+FILTERS = {"num": num, "sci": sci, "vec": vec}
+
+
+def define_env(env):
+    """Called by mkdocs-macros once per build: filters and the macro."""
+    for function in FILTERS.values():
+        env.filter(function)
+
+    def page_figure(name):
+        depth = env.page.file.src_uri.count("/")  # pages in subfolders
+        return figure(env.variables, name, "../" * depth)
+
+    env.macro(page_figure, "figure")
+
+
+def on_pre_page_macros(env):
+    """Called before each page: expose the data written in this build."""
+    env.variables.update(load_data(data_dir_of(env)))

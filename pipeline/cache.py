@@ -1,0 +1,141 @@
+"""The generation cache: task keys, records and freshness.
+
+A task's key is the sha256 of its input files (its own source,
+pipeline/output.py and figures.py, its DEPENDS files), the
+numpy/torch/matplotlib versions, the Python version, the platform and a
+device fingerprint (CUDA_VISIBLE_DEVICES and the GPUs the NVIDIA driver
+lists; torch is not imported for it). The key and the sha256 of each
+output go to ``.cache/generated/<task>.json``, written
+LAST; before a task runs its key is cleared, so an interrupted run
+leaves no valid key. A key whose outputs are missing or edited reruns
+the task. Files a task no longer writes, and the outputs of deleted
+tasks, are removed.
+"""
+
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from pipeline.output import atomic_write
+
+KEY_VERSION = "mha-ref generated v1"  # bump when outputs change meaning
+PACKAGES = ("numpy", "torch", "matplotlib")  # versions in every key
+
+
+# ------------------------------------------------------------- the key
+
+
+@functools.cache  # once per process, not once per task (slow: ~1 ms)
+def _version(package):
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def device_fingerprint():
+    """What decides the device, without importing torch (slow)."""
+    parts = [
+        "CUDA_VISIBLE_DEVICES="
+        + os.environ.get("CUDA_VISIBLE_DEVICES", "<unset>")
+    ]
+    gpus = Path("/proc/driver/nvidia/gpus")
+    for info in sorted(gpus.glob("*/information")):
+        for line in info.read_text(errors="replace").splitlines():
+            if line.startswith("Model:"):
+                parts.append(line.split(":", 1)[1].strip())
+    return ";".join(parts)
+
+
+def environment(packages):
+    return {
+        "packages": {p: _version(p) for p in packages},
+        "python": sys.version,
+        "platform": f"{platform.system()} {platform.machine()}",
+        "device": device_fingerprint(),
+    }
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def task_key(project, task):
+    """sha256 of everything the task's outputs depend on."""
+    digest = hashlib.sha256()
+    parts = {
+        "version": KEY_VERSION,
+        "task": task.name,
+        "environment": environment(task.packages),
+        "inputs": [[relative(project, f), sha256(f)] for f in task.inputs],
+    }
+    digest.update(json.dumps(parts, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def relative(project, path):
+    """``path`` relative to the project root where it is inside it."""
+    try:
+        return str(Path(path).relative_to(project.root))
+    except ValueError:
+        return str(path)
+
+
+# ------------------------------------------------------------- records
+
+
+def _record_path(project, name):
+    return project.cache / f"{name}.json"
+
+
+def read_record(project, name):
+    try:
+        return json.loads(_record_path(project, name).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def write_record(project, name, key, outputs):
+    record = {"key": key, "out": str(project.out), "outputs": outputs}
+    atomic_write(
+        _record_path(project, name),
+        json.dumps(record, sort_keys=True, indent=1) + "\n",
+    )
+
+
+def is_fresh(project, record, key):
+    """True when the record has this key and every output is intact."""
+    if not record or record.get("key") != key:
+        return False
+    if record.get("out") != str(project.out):
+        return False
+    for relative_path, digest in record["outputs"].items():
+        path = project.out / relative_path
+        if not path.is_file() or sha256(path) != digest:
+            return False
+    return True
+
+
+def remove_outputs(project, relatives):
+    for relative_path in relatives:
+        (project.out / relative_path).unlink(missing_ok=True)
+
+
+def remove_orphans(project, names, say):
+    """Outputs and records of tasks that no longer exist."""
+    if not project.cache.is_dir():
+        return
+    for path in sorted(project.cache.rglob("*.json")):
+        name = path.relative_to(project.cache).with_suffix("").as_posix()
+        if name in names:
+            continue
+        record = read_record(project, name) or {}
+        if record.get("out") == str(project.out):
+            remove_outputs(project, record.get("outputs", {}))
+        path.unlink()
+        say(f"  removed outputs of {name} (no such topic)")

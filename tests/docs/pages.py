@@ -1,0 +1,311 @@
+"""Checks that the pages, the code and the generated numbers agree.
+
+Each ``check_*`` takes the repository root (a test passes a small
+drifted copy) and returns ``Problem``s: file, line, and the fix. What
+the strict build already fails on is left to it (a missing include file,
+a broken link); these catch what it lets through, or report it without
+the line:
+
+- check_code: a code block typed on a page instead of included;
+- check_includes: an include whose section vanished (line included);
+- check_placeholders: a ``<< number >>`` the data no longer has;
+- check_hand_typed: a result typed by hand instead of a placeholder;
+- check_math: a formula KaTeX cannot parse.
+"""
+
+import json
+import re
+import shutil
+import subprocess
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+import macros
+
+ROOT = Path(__file__).resolve().parents[2]
+# Fences that may hold text typed on the page: commands and examples of
+# the page syntax itself. Any other fence must only include code.
+TYPED_LANGS = {"sh", "bash", "console", "text", "markdown"}
+RE_INCLUDE = re.compile(
+    r'^[ \t]*-{1,}8<-{1,}[ \t]+"(?P<path>[^":]+)(?::(?P<name>[^"]+))?"',
+    re.M,
+)
+RE_FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)"
+)
+RE_TEMPLATE = re.compile(r"<<.*?>>|<%.*?%>|<#.*?#>", re.S)
+# Results the prose argues from; a page shows them through a placeholder
+# (listed in the message), never typed, or it keeps the old number when
+# the code changes. Values are read from the generated data.
+RESULTS = [
+    "weighted_sum.output",
+    "softmax_backward.score_grad",
+    "softmax_backward.naive_grad",
+    "mistakes.mask_demo.zeroed_after",
+    "cache_mask.aligned",
+    "cache_mask.upper_left",
+    "multiple_heads.total_params",
+    "scaling.scaled_weights",
+    "parity.summary.sdpa",
+]
+
+
+@dataclass(frozen=True, order=True)
+class Problem:
+    path: str
+    line: int
+    message: str
+
+    def __str__(self):
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+def report(problems):
+    return "\n".join(map(str, sorted(problems)))
+
+
+def pages(root):
+    """docs/**/*.md but docs/generated/: (relative path, text)."""
+    docs = Path(root) / "docs"
+    for path in sorted(docs.rglob("*.md")):
+        relative = path.relative_to(root).as_posix()
+        if not relative.startswith("docs/generated/"):
+            yield relative, path.read_text(encoding="utf-8")
+
+
+def line_of(text, index):
+    return text.count("\n", 0, index) + 1
+
+
+def load_data(root):
+    return macros.load_data(Path(root) / "docs/generated/data")
+
+
+# ------------------------------------------------------------------ code
+
+
+def fences(text):
+    """(language, first line number, body lines) of each fenced block."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        match = RE_FENCE.match(lines[i])
+        i += 1
+        if not match:
+            continue
+        start, close = i, match["indent"] + match["fence"]
+        while i < len(lines) and not lines[i].startswith(close):
+            i += 1
+        yield match["lang"], start + 1, lines[start:i]
+        i += 1
+
+
+def check_code(root):
+    problems = []
+    for page, text in pages(root):
+        for lang, first, body in fences(text):
+            if lang in TYPED_LANGS:
+                continue
+            for offset, line in enumerate(body):
+                if line.strip() and not RE_INCLUDE.match(line):
+                    problems.append(
+                        Problem(
+                            page,
+                            first + offset,
+                            (
+                                "code typed on the page: put it in a named "
+                                "section of a tested file and include it "
+                                'with --8<-- "mha_ref/<file>.py:<section>"'
+                            ),
+                        )
+                    )
+                    break
+    return problems
+
+
+def check_includes(root):
+    problems = []
+    for page, text in pages(root):
+        for match in RE_INCLUDE.finditer(text):
+            path, name = match["path"], match["name"]
+            where = Path(root) / path
+            if not where.is_file():
+                if not path.startswith("docs/generated/"):  # made later
+                    problems.append(
+                        Problem(
+                            page,
+                            line_of(text, match.start()),
+                            f"{path} does not exist",
+                        )
+                    )
+                continue
+            source = where.read_text(encoding="utf-8")
+            if name and f"[start:{name}]" not in source:
+                problems.append(
+                    Problem(
+                        page,
+                        line_of(text, match.start()),
+                        f"section {name!r} vanished from {path}: restore its "
+                        f"'# --8<-- [start:{name}]' / '[end:{name}]' markers "
+                        "or include another section",
+                    )
+                )
+    return problems
+
+
+# ---------------------------------------------------------- placeholders
+
+
+def render(text, data):
+    """A page as mkdocs-macros renders it (strict), with the same data."""
+    env = jinja2.Environment(
+        variable_start_string="<<",
+        variable_end_string=">>",
+        block_start_string="<%",
+        block_end_string="%>",
+        comment_start_string="<#",
+        comment_end_string="#>",
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(macros.FILTERS)
+    env.globals["figure"] = lambda name: macros.figure(data, name)
+    return env.from_string(text).render(**data)
+
+
+def rendered_pages(root, data):
+    """(page, rendered text or None, problem or None) of each page."""
+    for page, text in pages(root):
+        try:
+            yield page, render(text, data), None
+        except jinja2.TemplateSyntaxError as exc:
+            yield page, None, Problem(page, exc.lineno, str(exc))
+        except Exception as exc:  # UndefinedError, a filter's TypeError
+            lines = [
+                f.lineno
+                for f in traceback.extract_tb(exc.__traceback__)
+                if f.filename == "<template>"
+            ]
+            message = (
+                f"{type(exc).__name__}: {exc}: the generated data "
+                "has no such value (rename the placeholder, or "
+                "return it from the topic's compute())"
+            )
+            yield page, None, Problem(page, lines[-1] if lines else 0, message)
+
+
+def check_placeholders(root):
+    data = load_data(root)
+    return [p for _, _, p in rendered_pages(root, data) if p]
+
+
+# ------------------------------------------------------ hand-typed results
+
+NUMBER = r"[-\u2212]?\d+(?:(?:,|\{,\})\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?"
+SEP = r"\s*,(?:\s|\\[ ,;:!]|~)*"
+
+
+def _typed(token):
+    """The float a typed number means, and its significant digits."""
+    text = token.replace("\u2212", "-").replace("{,}", "").replace(",", "")
+    mantissa = text.split("e")[0].lstrip("-").replace(".", "").lstrip("0")
+    return float(text), max(len(mantissa), 1)
+
+
+def _matches(token, value):
+    typed, digits = _typed(token)
+    return float(f"{float(value):.{digits - 1}e}") == typed or typed == value
+
+
+def _lookup(data, dotted):
+    value = data
+    for key in dotted.split("."):
+        value = value[key]
+    return value
+
+
+def check_hand_typed(root):
+    data = load_data(root)
+    problems = []
+    for page, text in pages(root):
+        # placeholders are allowed: blank them, keeping line numbers
+        clean = RE_TEMPLATE.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), text)
+        clean = RE_INCLUDE.sub("", clean)
+        for dotted in RESULTS:
+            value = _lookup(data, dotted)
+            values = value if isinstance(value, list) else [value]
+            if len(values) == 1 and _typed(str(values[0]))[1] < 3:
+                continue  # too short to tell from an input
+            pattern = SEP.join([f"({NUMBER})"] * len(values))
+            for match in re.finditer(rf"(?<![\w.]){pattern}(?![\w.])", clean):
+                if all(map(_matches, match.groups(), values)):
+                    problems.append(
+                        Problem(
+                            page,
+                            line_of(clean, match.start()),
+                            f"{match[0]!r} types the result {dotted} by hand; "
+                            f"it goes stale when the code changes: write "
+                            f"<< {dotted} | vec >> (or num, sci) instead",
+                        )
+                    )
+    return problems
+
+
+# ------------------------------------------------------------------ math
+
+RE_MATH = re.compile(
+    r"\$\$(?P<display>.+?)\$\$|\\\[(?P<bracket>.+?)\\\]"
+    r"|(?<![\\$])\$(?P<inline>[^$\n]+?)\$|\\\((?P<paren>.+?)\\\)",
+    re.S,
+)
+KATEX = ROOT / "docs/assets/katex/katex.min.js"
+RUN_KATEX = """
+const katex = require(process.argv[1]);
+const formulas = JSON.parse(require("fs").readFileSync(0, "utf8"));
+console.log(JSON.stringify(formulas.map(([tex, display]) => {
+  try { katex.renderToString(tex, {displayMode: display,
+                                   throwOnError: true}); return null; }
+  catch (e) { return e.message; }
+})));
+"""
+
+
+def formulas(text):
+    """(line, TeX, display) of each formula outside code blocks."""
+    lines = text.split("\n")
+    for _, first, body in fences(text):  # blank code, keep line numbers
+        for i in range(first - 1, first - 1 + len(body)):
+            lines[i] = ""
+    text = re.sub(r"`[^`\n]*`", "", "\n".join(lines))
+    for match in RE_MATH.finditer(text):
+        display = match["display"] or match["bracket"]
+        tex = display or match["inline"] or match["paren"]
+        yield line_of(text, match.start()), tex, display is not None
+
+
+def check_math(root, node=None):
+    """Every formula on every page typeset by the vendored KaTeX."""
+    node = node or shutil.which("node")
+    if node is None:
+        return None  # the caller skips: no Node.js to run KaTeX
+    data = load_data(root)
+    found = []
+    for page, text, _problem in rendered_pages(root, data):
+        if text is not None:
+            found.extend((page, *f) for f in formulas(text))
+    done = subprocess.run(
+        [node, "-e", RUN_KATEX, str(KATEX)],
+        input=json.dumps([[tex, display] for *_, tex, display in found]),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    errors = json.loads(done.stdout)
+    return [
+        Problem(page, line, f"KaTeX cannot parse {tex.strip()!r}: {error}")
+        for (page, line, tex, _), error in zip(found, errors, strict=True)
+        if error
+    ]

@@ -1,0 +1,134 @@
+"""The pages agree with the code and the data; each check catches drift.
+
+The first test runs every check on the repository (after `make
+generate`); the others write one drifted page into tmp_path and show the
+check reports its file and line.
+"""
+
+import shutil
+import textwrap
+
+import pytest
+
+from tests.docs import pages
+from tests.docs.pages import ROOT
+
+DATA = ROOT / "docs/generated/data"
+CHECKS = [
+    pages.check_code,
+    pages.check_includes,
+    pages.check_placeholders,
+    pages.check_hand_typed,
+    pages.check_math,
+]
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """Factory: repo(page_text) -> a copy with docs/page.md and the data."""
+    if not DATA.is_dir():
+        pytest.fail("no docs/generated/data: run `make generate` first")
+
+    def make(page, module=""):
+        shutil.copytree(DATA, tmp_path / "docs/generated/data")
+        (tmp_path / "docs/page.md").write_text(
+            textwrap.dedent(page).lstrip("\n")
+        )
+        (tmp_path / "mha_ref").mkdir()
+        (tmp_path / "mha_ref/demo.py").write_text(textwrap.dedent(module))
+        return tmp_path
+
+    return make
+
+
+def run(check, root):
+    found = check(root)
+    if found is None:
+        pytest.skip("no Node.js: formulas cannot be typeset")
+    return [str(p) for p in found]
+
+
+@pytest.mark.parametrize("check", CHECKS, ids=lambda c: c.__name__)
+def test_pages_agree(check):
+    assert run(check, ROOT) == []
+
+
+def test_check_code_reports_typed_block(repo):
+    root = repo("""
+        # Demo
+
+        ```python
+        --8<-- "mha_ref/demo.py:add"
+        ```
+
+        ```python
+        def add(a, b):
+            return a + b
+        ```
+        """)
+    assert run(pages.check_code, root) == [
+        "docs/page.md:8: code typed on the page: put it in a named section"
+        ' of a tested file and include it with --8<-- "mha_ref/<file>.py:'
+        '<section>"'
+    ]
+
+
+def test_check_includes_reports_vanished_section(repo):
+    module = """
+        # --8<-- [start:add]
+        def add(a, b):
+            return a + b
+        # --8<-- [end:add]
+        """
+    page = """
+        # Demo
+
+        ```python
+        --8<-- "mha_ref/demo.py:add"
+        --8<-- "mha_ref/demo.py:sub"
+        ```
+        """
+    problems = run(pages.check_includes, repo(page, module))
+    assert len(problems) == 1
+    assert problems[0].startswith("docs/page.md:5: section 'sub' vanished")
+
+
+def test_check_placeholders_reports_missing_value(repo):
+    root = repo("""
+        # Demo
+
+        The output is << weighted_sum.output | vec >>,
+        the gradient << softmax_backward.no_such_key | vec >>.
+        """)
+    (problem,) = run(pages.check_placeholders, root)
+    assert problem.startswith("docs/page.md:4: UndefinedError")
+    assert "no_such_key" in problem
+
+
+def test_check_hand_typed_reports_typed_result(repo):
+    aligned = pages.load_data(ROOT)["cache_mask"]["aligned"]
+    typed = ", ".join(f"{x:g}" for x in aligned)  # "25, 30"
+    root = repo(f"""
+        # Demo
+
+        The cached queries see means << cache_mask.aligned | vec >>;
+
+        that is, [{typed}].
+        """)
+    assert run(pages.check_hand_typed, root) == [
+        f"docs/page.md:5: '{typed}' types the result cache_mask.aligned by "
+        "hand; it goes stale when the code changes: write "
+        "<< cache_mask.aligned | vec >> (or num, sci) instead"
+    ]
+
+
+def test_check_math_reports_formula_that_fails_to_parse(repo):
+    root = repo(r"""
+        # Demo
+
+        Fine: $\sqrt{d_k}$ and $$A = \operatorname{softmax}(S)$$
+
+        Broken: $\frac{1}{\sqrt{d_k}$.
+        """)
+    (problem,) = run(pages.check_math, root)
+    assert problem.startswith(r"docs/page.md:5: KaTeX cannot parse")

@@ -1,0 +1,182 @@
+"""RoPE: rotate-half convention, absolute positions, relative scores.
+
+After rotation, the score q . k of a query at position m and a key at
+position n depends on the positions only through m - n.
+"""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from mha_ref import numpy_ref, torch_ref
+from mha_ref.tolerances import atol
+
+TOL64 = {"atol": atol(np.float64), "rtol": 0}
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(16)
+
+
+def rotate_pairs_by_hand(x, positions, base=10000.0):
+    """RoPE written as explicit 2-D rotations of (x_i, x_{i + d/2})."""
+    t, d = x.shape
+    out = np.empty_like(x)
+    for row, pos in zip(range(t), positions, strict=True):
+        for i in range(d // 2):
+            angle = pos * base ** (-2 * i / d)
+            c, s = np.cos(angle), np.sin(angle)
+            a, b = x[row, i], x[row, i + d // 2]
+            out[row, i], out[row, i + d // 2] = c * a - s * b, s * a + c * b
+    return out
+
+
+def test_apply_rope_matches_explicit_pair_rotations(rng):
+    x = rng.standard_normal((5, 8))
+    positions = [0, 3, 7, 100, 2]
+    expected = rotate_pairs_by_hand(x, positions)
+    np.testing.assert_allclose(numpy_ref.apply_rope(x, positions),
+                               expected, **TOL64)
+    got = torch_ref.apply_rope(torch.from_numpy(x), positions)
+    np.testing.assert_allclose(got.numpy(), expected, **TOL64)
+
+
+def test_apply_rope_base_changes_the_frequencies(rng):
+    x = rng.standard_normal((3, 4))
+    got = numpy_ref.apply_rope(x, [1, 2, 3], base=500000.0)
+    np.testing.assert_allclose(
+        got, rotate_pairs_by_hand(x, [1, 2, 3], 500000.0), **TOL64)
+    assert np.abs(got - numpy_ref.apply_rope(x, [1, 2, 3])).max() > 1e-3
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_apply_rope_numpy_and_torch_agree(rng, dtype):
+    x = rng.standard_normal((2, 3, 6, 8)).astype(dtype)  # (B, H, T, dh)
+    positions = np.arange(10, 16)
+    got_np = numpy_ref.apply_rope(x, positions)
+    got_torch = torch_ref.apply_rope(torch.from_numpy(x), positions)
+    assert got_np.dtype == dtype
+    assert got_torch.dtype == getattr(torch, dtype)
+    np.testing.assert_allclose(got_torch.numpy(), got_np,
+                               atol=atol(dtype), rtol=0)
+
+
+def test_apply_rope_position_zero_is_identity_and_norms_are_kept(rng):
+    x = rng.standard_normal((4, 6))
+    rotated = numpy_ref.apply_rope(x, [0, 1, 50, 1000])
+    np.testing.assert_allclose(rotated[0], x[0], **TOL64)
+    np.testing.assert_allclose(np.linalg.norm(rotated, axis=-1),
+                               np.linalg.norm(x, axis=-1), **TOL64)
+
+
+vectors = arrays(np.float64, 8, elements=st.floats(-2, 2))
+positions = st.integers(0, 512)
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(q=vectors, k=vectors, m=positions, n=positions,
+       shift=st.integers(-256, 512))
+def test_apply_rope_scores_depend_on_m_minus_n_only(q, k, m, n, shift):
+    def score(m, n):
+        q_m = numpy_ref.apply_rope(q[None, :], [m])[0]
+        k_n = numpy_ref.apply_rope(k[None, :], [n])[0]
+        return q_m @ k_n
+
+    # angles reach ~1000 radians: cos and sin round at ~1000 * eps64,
+    # so allow 1e-11 per unit of |q| |k| rather than atol(float64)
+    tol = 1e-11 * (1 + np.linalg.norm(q) * np.linalg.norm(k))
+    assert abs(score(m, n) - score(m + shift, n + shift)) <= tol
+    # the same score with the query unrotated, the key at n - m
+    relative = q @ numpy_ref.apply_rope(k[None, :], [n - m])[0]
+    assert abs(score(m, n) - relative) <= tol
+
+
+def random_rope_module(n_kv_head, dtype=torch.float64):
+    module = torch_ref.MultiHeadAttention(
+        16, 4, n_kv_head=n_kv_head, bias=True, rope=True, dtype=dtype
+    )
+    gen = torch.Generator().manual_seed(11)
+    with torch.no_grad():
+        for param in module.parameters():
+            param.copy_(torch.randn(param.shape, generator=gen) * 0.25)
+    return module
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(("n_kv_head", "rope"), [(4, True), (2, True),
+                                             (1, True), (2, False)])
+def test_mha_numpy_and_torch_agree_with_n_kv_head_and_rope(
+    dtype, n_kv_head, rope
+):
+    module = random_rope_module(n_kv_head, dtype)
+    module.rope = rope
+    twin = torch_ref.to_numpy(module)
+    assert (twin.n_kv_head, twin.rope) == (n_kv_head, rope)
+    gen = torch.Generator().manual_seed(12)
+    x = torch.randn(2, 6, 16, generator=gen, dtype=torch.float64).to(dtype)
+    mask = torch_ref.causal_mask(6)
+    positions = torch.arange(4, 10)  # a window further into a sequence
+    y, weights = module(x, mask=mask, positions=positions)
+    y_np, weights_np = twin(x.numpy(), mask=mask.numpy(),
+                            positions=positions.numpy())
+    tol = {"atol": atol(dtype), "rtol": 0}
+    np.testing.assert_allclose(y.detach().numpy(), y_np, **tol)
+    np.testing.assert_allclose(weights.detach().numpy(), weights_np, **tol)
+
+
+def test_mha_rope_default_positions_are_zero_to_t_minus_one():
+    module = random_rope_module(n_kv_head=2)
+    gen = torch.Generator().manual_seed(14)
+    x = torch.randn(1, 5, 16, generator=gen, dtype=torch.float64)
+    default, _ = module(x)
+    explicit, _ = module(x, positions=torch.arange(5))
+    torch.testing.assert_close(default, explicit, atol=0, rtol=0)
+
+
+def test_mha_rope_output_is_invariant_to_a_common_shift():
+    # self-attention with RoPE sees only relative positions
+    module = random_rope_module(n_kv_head=2)
+    gen = torch.Generator().manual_seed(13)
+    x = torch.randn(2, 5, 16, generator=gen, dtype=torch.float64)
+    at_zero, _ = module(x)
+    shifted, _ = module(x, positions=torch.arange(5) + 37)
+    torch.testing.assert_close(shifted, at_zero, atol=1e-12, rtol=0)
+    # reordered positions are not a shift: the output changes
+    swapped, _ = module(x, positions=torch.tensor([1, 0, 2, 3, 4]))
+    assert (swapped - at_zero).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
+def test_apply_rope_odd_head_size_raises(ref):
+    x = np.zeros((3, 5)) if ref is numpy_ref else torch.zeros(3, 5)
+    with pytest.raises(ValueError, match="even head size, got d_head=5"):
+        ref.apply_rope(x, [0, 1, 2])
+
+
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
+@pytest.mark.parametrize("positions", [[0, 1], [[0, 1, 2]]])
+def test_apply_rope_positions_must_be_one_per_row(ref, positions):
+    x = np.zeros((3, 4)) if ref is numpy_ref else torch.zeros(3, 4)
+    with pytest.raises(ValueError, match=r"shape \(T,\) = \(3,\)"):
+        ref.apply_rope(x, positions)
+
+
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
+def test_mha_rope_odd_head_size_raises_at_init(ref):
+    with pytest.raises(ValueError, match="d_head=3"):
+        ref.MultiHeadAttention(6, 2, rope=True)
+
+
+def test_mha_rope_refuses_cross_attention():
+    module = random_rope_module(n_kv_head=2)
+    twin = torch_ref.to_numpy(module)
+    x = torch.zeros(1, 3, 16, dtype=torch.float64)
+    context = torch.zeros(1, 4, 16, dtype=torch.float64)
+    with pytest.raises(ValueError, match="self-attention only"):
+        module(x, context=context)
+    with pytest.raises(ValueError, match="self-attention only"):
+        twin(x.numpy(), context=context.numpy())

@@ -1,0 +1,340 @@
+"""The tiled (online-softmax) pass equals plain attention, in less memory.
+
+Values: NumPy and PyTorch tiled outputs against numpy_ref.attention and
+torch_ref.attention, over block sizes that divide T, leave a ragged last
+block, are 1, or exceed T; causal masks from positions when Tq != Tk.
+Memory: the peak grows about linearly in T for the tiled pass and
+quadratically for the plain one (ratios between T and 2T, never time).
+"""
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mha_ref import numpy_ref, tiled, torch_ref
+from mha_ref.tolerances import atol
+from topics.online_softmax import peak_bytes_numpy, peak_bytes_torch_cpu
+
+LEAD = (2, 3)  # (B, H)
+D, DV = 4, 5  # head sizes of q/k and of v
+BLOCKS = [(1, 1), (3, 4), (4, 4), (5, 7), (16, 16), (64, 64)]
+
+
+def qkv(tq, tk, dtype=np.float64, seed=0, scale=1.0):
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((*LEAD, tq, D)) * scale
+    k = rng.standard_normal((*LEAD, tk, D))
+    v = rng.standard_normal((*LEAD, tk, DV))
+    return q.astype(dtype), k.astype(dtype), v.astype(dtype)
+
+
+def as_torch(*arrays):
+    return [torch.from_numpy(np.ascontiguousarray(a)) for a in arrays]
+
+
+def aligned_mask(tq, tk):
+    """Position-aligned causal mask: the queries are the last Tq keys."""
+    return numpy_ref.causal_mask_for_positions(
+        np.arange(tk - tq, tk), np.arange(tk)
+    )
+
+
+@pytest.mark.parametrize("block_q, block_k", BLOCKS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("tq, tk", [(16, 16), (12, 12), (5, 13), (1, 9)])
+def test_tiled_numpy_matches_reference(tq, tk, causal, block_q, block_k):
+    q, k, v = qkv(tq, tk)
+    mask = aligned_mask(tq, tk) if causal else None
+    expected, _ = numpy_ref.attention(q, k, v, mask)
+    out = tiled.tiled_attention_numpy(
+        q, k, v, causal=causal, block_q=block_q, block_k=block_k
+    )
+    assert out.shape == expected.shape
+    np.testing.assert_allclose(out, expected, rtol=0, atol=atol("float64"))
+
+
+@pytest.mark.parametrize("block_q, block_k", BLOCKS)
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("tq, tk", [(16, 16), (12, 12), (5, 13)])
+def test_tiled_torch_matches_reference(tq, tk, causal, block_q, block_k):
+    q, k, v = as_torch(*qkv(tq, tk))
+    mask = torch.from_numpy(aligned_mask(tq, tk)) if causal else None
+    expected, _ = torch_ref.attention(q, k, v, mask)
+    out = tiled.tiled_attention_torch(
+        q, k, v, causal=causal, block_q=block_q, block_k=block_k
+    )
+    assert out.shape == expected.shape
+    torch.testing.assert_close(out, expected, rtol=0, atol=atol("float64"))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tiled_float_dtypes_within_tolerance(dtype):
+    q, k, v = qkv(20, 20, dtype=dtype, seed=1)
+    mask = numpy_ref.causal_mask(20)
+    expected, _ = numpy_ref.attention(q, k, v, mask)
+    out_np = tiled.tiled_attention_numpy(
+        q, k, v, causal=True, block_q=6, block_k=7
+    )
+    out_torch = tiled.tiled_attention_torch(
+        *as_torch(q, k, v), causal=True, block_q=6, block_k=7
+    )
+    assert out_np.dtype == dtype
+    assert out_torch.dtype == as_torch(q)[0].dtype
+    tol = atol(dtype)
+    np.testing.assert_allclose(out_np, expected, rtol=0, atol=tol)
+    np.testing.assert_allclose(out_torch.numpy(), expected, rtol=0, atol=tol)
+
+
+def test_tiled_rescales_when_a_later_block_raises_the_max():
+    # large scores that grow along the keys: every new block has a higher
+    # max, so dropping the exp(m_old - m_new) factor would be far off
+    q, _, v = qkv(4, 8, seed=2)
+    k = np.broadcast_to(np.linspace(0, 40, 8)[:, None], (*LEAD, 8, D))
+    q = np.abs(q) + 1.0  # positive queries: scores rise with the key
+    expected, _ = numpy_ref.attention(q, k, v)
+    out = tiled.tiled_attention_numpy(q, k, v, block_q=4, block_k=1)
+    np.testing.assert_allclose(out, expected, rtol=0, atol=atol("float64"))
+    state = (np.array([[0.0]]), np.array([[1.0]]), np.array([[2.0]]))
+    # one old key (score 0, value 2) then a new one (score 50, value 4)
+    m, row_sum, acc = tiled.online_softmax_update_numpy(
+        state, np.array([[50.0]]), np.array([[4.0]])
+    )
+    weight_old = 1 / (1 + np.exp(50.0))
+    assert m[0, 0] == 50.0
+    np.testing.assert_allclose(
+        acc / row_sum, [[2 * weight_old + 4 * (1 - weight_old)]], rtol=1e-15
+    )
+
+
+def test_tiled_with_a_user_mask_and_causal_positions():
+    tq, tk = 6, 11
+    q, k, v = qkv(tq, tk, seed=3)
+    rng = np.random.default_rng(4)
+    padding = rng.random((LEAD[0], 1, 1, tk)) < 0.3  # (B, 1, 1, Tk)
+    padding[..., -1] = False  # the last key stays visible to every row
+    expected, _ = numpy_ref.attention(q, k, v, padding | aligned_mask(tq, tk))
+    out_np = tiled.tiled_attention_numpy(
+        q, k, v, mask=padding, causal=True, block_q=4, block_k=3
+    )
+    out_torch = tiled.tiled_attention_torch(
+        *as_torch(q, k, v), mask=torch.from_numpy(padding), causal=True,
+        block_q=4, block_k=3,
+    )
+    tol = atol("float64")
+    np.testing.assert_allclose(out_np, expected, rtol=0, atol=tol)
+    np.testing.assert_allclose(out_torch.numpy(), expected, rtol=0, atol=tol)
+
+
+def test_tiled_causal_with_unsorted_positions():
+    # skipping tiles "in the future" must not assume sorted positions
+    tq, tk = 5, 9
+    q, k, v = qkv(tq, tk, seed=5)
+    q_pos = np.array([8, 3, 6, 4, 7])
+    k_pos = np.array([7, 8, 0, 5, 1, 6, 2, 3, 4])  # tile 1: the future
+    mask = numpy_ref.causal_mask_for_positions(q_pos, k_pos)
+    expected, _ = numpy_ref.attention(q, k, v, mask)
+    kw = dict(causal=True, block_q=2, block_k=2)
+    out_np = tiled.tiled_attention_numpy(
+        q, k, v, query_positions=q_pos, key_positions=k_pos, **kw
+    )
+    out_torch = tiled.tiled_attention_torch(
+        *as_torch(q, k, v), query_positions=torch.from_numpy(q_pos),
+        key_positions=torch.from_numpy(k_pos), **kw,
+    )
+    tol = atol("float64")
+    np.testing.assert_allclose(out_np, expected, rtol=0, atol=tol)
+    np.testing.assert_allclose(out_torch.numpy(), expected, rtol=0, atol=tol)
+
+
+def test_tiled_torch_gradients_match_reference():
+    q, k, v = (t.requires_grad_() for t in as_torch(*qkv(7, 7, seed=7)))
+    mask = torch_ref.causal_mask(7)
+    expected = torch.autograd.grad(
+        torch_ref.attention(q, k, v, mask)[0].square().sum(), (q, k, v)
+    )
+    got = torch.autograd.grad(
+        tiled.tiled_attention_torch(q, k, v, causal=True, block_q=3,
+                                    block_k=2).square().sum(),
+        (q, k, v),
+    )
+    for g, e in zip(got, expected, strict=True):
+        torch.testing.assert_close(g, e, rtol=0, atol=atol("float64"))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    tq=st.integers(1, 12), extra=st.integers(0, 6),
+    block_q=st.integers(1, 14), block_k=st.integers(1, 14),
+    causal=st.booleans(), seed=st.integers(0, 2**16),
+)
+def test_tiled_numpy_matches_reference_for_any_blocks(
+    tq, extra, block_q, block_k, causal, seed
+):
+    tk = tq + extra  # queries at the end of the keys: no empty row
+    q, k, v = qkv(tq, tk, seed=seed)
+    mask = aligned_mask(tq, tk) if causal else None
+    expected, _ = numpy_ref.attention(q, k, v, mask)
+    out = tiled.tiled_attention_numpy(
+        q, k, v, causal=causal, block_q=block_q, block_k=block_k
+    )
+    np.testing.assert_allclose(out, expected, rtol=0, atol=atol("float64"))
+
+
+# Input errors: each check fails on a bad case, with a clear message.
+
+@pytest.fixture(params=["numpy", "torch"])
+def attend(request):
+    """The tiled function of one framework, taking NumPy inputs."""
+    if request.param == "numpy":
+        return tiled.tiled_attention_numpy
+
+    def torch_version(q, k, v, mask=None, **kw):
+        mask = None if mask is None else torch.from_numpy(np.asarray(mask))
+        return tiled.tiled_attention_torch(*as_torch(q, k, v), mask, **kw)
+
+    return torch_version
+
+
+@pytest.mark.parametrize("name", ["block_q", "block_k"])
+@pytest.mark.parametrize("bad", [0, -3])
+def test_tiled_rejects_non_positive_blocks(attend, name, bad):
+    with pytest.raises(ValueError, match=f"{name} must be at least 1"):
+        attend(*qkv(4, 4), **{name: bad})
+
+
+@pytest.mark.parametrize("bad", [2.0, True, "8"])
+def test_tiled_rejects_non_int_blocks(attend, bad):
+    with pytest.raises(TypeError, match="block_k must be an int"):
+        attend(*qkv(4, 4), block_k=bad)
+
+
+def test_tiled_rejects_mismatched_shapes(attend):
+    q, k, v = qkv(4, 6)
+    with pytest.raises(ValueError, match="same last dim"):
+        attend(q[..., :3], k, v)
+    with pytest.raises(ValueError, match="same number of keys"):
+        attend(q, k, v[..., :5, :])
+
+
+@pytest.mark.parametrize("tq, tk", [(0, 4), (4, 0)])
+def test_tiled_rejects_empty_sequences(attend, tq, tk):
+    with pytest.raises(ValueError, match=f"Tq={tq}, Tk={tk}"):
+        attend(*qkv(tq, tk))
+
+
+def test_tiled_rejects_a_fully_masked_row(attend):
+    q, k, v = qkv(5, 6)
+    mask = np.zeros((5, 6), dtype=bool)
+    mask[3] = True  # query row 3 may see no key
+    with pytest.raises(ValueError, match=r"index \(0, 0, 3\).*every key"):
+        attend(q, k, v, mask, block_q=2, block_k=4)
+
+
+def test_tiled_rejects_queries_before_every_key(attend):
+    # Tq > Tk with the default alignment puts query 0 at position -2
+    with pytest.raises(ValueError, match="every key masked"):
+        attend(*qkv(6, 4), causal=True)
+
+
+def test_tiled_rejects_bad_masks(attend):
+    q, k, v = qkv(4, 6)
+    with pytest.raises(TypeError, match="boolean"):
+        attend(q, k, v, np.zeros((4, 6)))
+    with pytest.raises(ValueError, match="does not broadcast"):
+        attend(q, k, v, np.zeros((6, 4), dtype=bool))
+
+
+def test_tiled_rejects_bad_positions(attend):
+    q, k, v = qkv(4, 6)
+    with pytest.raises(ValueError, match=r"query_positions must have shape"):
+        attend(q, k, v, causal=True, query_positions=np.arange(5))
+    with pytest.raises(ValueError, match=r"key_positions must have shape"):
+        attend(q, k, v, causal=True, key_positions=np.arange(4))
+    with pytest.raises(ValueError, match="need causal=True"):
+        attend(q, k, v, key_positions=np.arange(6))
+
+
+def test_tiled_rejects_overflowing_scores_naming_the_row(attend):
+    # finite q and k whose product overflows: the reference refuses it
+    q, k, v = qkv(4, 6)
+    q[1, 2, 3] = k[1, 2] = 1e200  # row 3 of batch 1, head 2 overflows
+    with (
+        np.errstate(over="ignore", invalid="ignore"),
+        pytest.raises(ValueError, match=r"query row at index \(1, 2, 3\) "
+                      r"hold (inf|nan): q @ k\^T overflowed"),
+    ):
+        attend(q, k, v, block_q=2, block_k=4)
+
+
+def test_tiled_rejects_non_finite_inputs(attend):
+    q, k, v = qkv(4, 6)
+    k[0, 1, 2, 3] = np.nan
+    where = r"k of shape .* index \(0, 1, 2, 3\)"
+    with pytest.raises(ValueError, match=where):
+        attend(q, k, v)
+
+
+# Memory: ratios of peak bytes between T and 2T.
+
+MEM_LEAD, MEM_D, MEM_BLOCK = (1, 2), 16, 32
+
+
+def mem_qkv(t, to_torch=False):
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal((*MEM_LEAD, t, MEM_D)) for _ in range(3)]
+    return as_torch(*arrays) if to_torch else arrays
+
+
+@pytest.mark.parametrize("measure, to_torch", [
+    (peak_bytes_numpy, False), (peak_bytes_torch_cpu, True)
+])
+def test_peak_bytes_sees_an_allocation(measure, to_torch):
+    # the measuring tool itself: a (512, 512) float64 buffer is 2 MiB
+    def allocate():
+        return torch.ones(512, 512, dtype=torch.float64) if to_torch \
+            else np.ones((512, 512))
+
+    assert 2**21 <= measure(allocate) < 2**21 + 2**16
+    assert measure(lambda: None) < 2**16
+
+
+@pytest.mark.parametrize("measure, plain, tiled_fn, to_torch", [
+    (peak_bytes_numpy, numpy_ref.attention,
+     tiled.tiled_attention_numpy, False),
+    (peak_bytes_torch_cpu, torch_ref.attention,
+     tiled.tiled_attention_torch, True),
+])
+def test_tiled_peak_memory_grows_linearly(measure, plain, tiled_fn,
+                                          to_torch):
+    kw = dict(block_q=MEM_BLOCK, block_k=MEM_BLOCK)
+    peaks = {}
+    for t in (256, 512):
+        q, k, v = mem_qkv(t, to_torch)
+        peaks[t] = (measure(plain, q, k, v), measure(tiled_fn, q, k, v, **kw))
+    plain_ratio = peaks[512][0] / peaks[256][0]
+    tiled_ratio = peaks[512][1] / peaks[256][1]
+    assert plain_ratio > 3.5, peaks  # ~4: the (T, T) scores and weights
+    assert tiled_ratio < 2.5, peaks  # ~2: (T, d) outputs, fixed tiles
+    assert peaks[512][1] < peaks[512][0] / 10, peaks
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_tiled_peak_cuda_memory_grows_linearly():
+    def peak(fn, t, **kw):
+        q, k, v = (x.cuda() for x in mem_qkv(t, to_torch=True))
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        start = torch.cuda.memory_allocated()
+        fn(q, k, v, **kw)
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - start
+
+    kw = dict(block_q=MEM_BLOCK, block_k=MEM_BLOCK)
+    plain = {t: peak(torch_ref.attention, t) for t in (1024, 2048)}
+    tiles = {t: peak(tiled.tiled_attention_torch, t, **kw)
+             for t in (1024, 2048)}
+    assert plain[2048] / plain[1024] > 3.5, plain
+    assert tiles[2048] / tiles[1024] < 2.5, tiles

@@ -1,0 +1,215 @@
+"""torch_ref.MultiHeadAttention and its helpers: weights, copies, errors."""
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from mha_ref import numpy_ref, torch_ref
+from mha_ref.tolerances import atol
+
+B, TQ, TK, D_MODEL, N_HEAD = 2, 4, 6, 12, 3
+LINEARS = ("wq", "wk", "wv", "wo")
+
+
+def paths(module):
+    """The three PyTorch forwards, as functions (x, mask, context) -> y."""
+    library = torch_ref.library_version(module)
+    return {
+        "module": lambda x, m, c: module(x, m, c)[0],
+        "sdpa": lambda x, m, c: torch_ref.sdpa_forward(module, x, m, c),
+        "library": lambda x, m, c: torch_ref.library_forward(
+            library, x, m, c),
+    }
+
+
+def test_mha_has_four_square_linears_with_optional_bias():
+    module = torch_ref.MultiHeadAttention(D_MODEL, N_HEAD, bias=True)
+    assert (module.d_model, module.n_head, module.d_head) == (12, 3, 4)
+    for name in LINEARS:
+        linear = getattr(module, name)
+        assert isinstance(linear, nn.Linear)
+        assert linear.weight.shape == (D_MODEL, D_MODEL)
+        assert linear.bias.shape == (D_MODEL,)
+    plain = torch_ref.MultiHeadAttention(D_MODEL, N_HEAD)
+    assert all(getattr(plain, name).bias is None for name in LINEARS)
+
+
+def test_mha_follows_dtype_argument(make_tensor):
+    module = torch_ref.MultiHeadAttention(D_MODEL, N_HEAD,
+                                          dtype=torch.float64)
+    assert all(p.dtype == torch.float64 for p in module.parameters())
+    y, weights = module(make_tensor((B, TQ, D_MODEL)))
+    assert y.dtype == weights.dtype == torch.float64
+
+
+def test_mha_forward_matches_explicit_formula(make_module, make_tensor):
+    module = make_module(D_MODEL, N_HEAD, bias=True)
+    x = make_tensor((B, TQ, D_MODEL), seed=1)
+    context = make_tensor((B, TK, D_MODEL), seed=2)
+    y, weights = module(x, context=context)
+    dh = D_MODEL // N_HEAD
+    outs = []
+    for h in range(N_HEAD):
+        rows = slice(h * dh, (h + 1) * dh)  # nn.Linear is (out, in)
+
+        def project(linear, a, rows=rows):
+            return a @ linear.weight[rows].T + linear.bias[rows]
+
+        q = project(module.wq, x)
+        k, v = project(module.wk, context), project(module.wv, context)
+        a = torch.softmax(q @ k.transpose(-2, -1) / dh**0.5, dim=-1)
+        torch.testing.assert_close(weights[:, h], a, atol=1e-12, rtol=0)
+        outs.append(a @ v)
+    expected = module.wo(torch.cat(outs, dim=-1))
+    torch.testing.assert_close(y, expected, atol=1e-12, rtol=0)
+
+
+def test_library_version_copies_weights_into_packed_layout(make_module):
+    module = make_module(D_MODEL, N_HEAD, bias=True)
+    library = torch_ref.library_version(module)
+    assert library.batch_first and library.num_heads == N_HEAD
+    q, k, v = library.in_proj_weight.chunk(3)
+    for ours, theirs in zip(LINEARS, (q, k, v, library.out_proj.weight),
+                            strict=True):
+        torch.testing.assert_close(theirs, getattr(module, ours).weight,
+                                   atol=0, rtol=0)
+    bq, bk, bv = library.in_proj_bias.chunk(3)
+    for ours, theirs in zip(LINEARS, (bq, bk, bv, library.out_proj.bias),
+                            strict=True):
+        torch.testing.assert_close(theirs, getattr(module, ours).bias,
+                                   atol=0, rtol=0)
+    assert library.in_proj_weight.data_ptr() != module.wq.weight.data_ptr()
+
+
+def test_library_version_without_bias_has_no_bias(make_module):
+    library = torch_ref.library_version(make_module(D_MODEL, N_HEAD,
+                                                    bias=False))
+    assert library.in_proj_bias is None and library.out_proj.bias is None
+
+
+def test_to_numpy_transposes_linear_weights(make_module):
+    module = make_module(D_MODEL, N_HEAD, bias=True)
+    twin = torch_ref.to_numpy(module)
+    assert isinstance(twin, numpy_ref.MultiHeadAttention)
+    for ours, w, b in zip(LINEARS, ("Wq", "Wk", "Wv", "Wo"),
+                          ("bq", "bk", "bv", "bo"), strict=True):
+        linear = getattr(module, ours)
+        np.testing.assert_array_equal(getattr(twin, w),
+                                      linear.weight.detach().numpy().T)
+        np.testing.assert_array_equal(getattr(twin, b),
+                                      linear.bias.detach().numpy())
+    twin.Wq[0, 0] += 1.0  # a copy: the module is untouched
+    assert module.wq.weight[0, 0] != twin.Wq[0, 0]
+
+
+def test_to_numpy_without_bias_has_no_bias(make_module):
+    twin = torch_ref.to_numpy(make_module(D_MODEL, N_HEAD, bias=False))
+    assert twin.bq is twin.bk is twin.bv is twin.bo is None
+
+
+def test_mha_rejects_uneven_head_split():
+    with pytest.raises(ValueError, match=r"d_model=12 is not divisible by "
+                       r"n_head=5"):
+        torch_ref.MultiHeadAttention(12, 5)
+    with pytest.raises(TypeError, match=r"n_head must be an int"):
+        torch_ref.MultiHeadAttention(12, 3.0)
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa", "library"])
+def test_mha_paths_reject_fully_masked_row_naming_it(
+    path, make_module, make_tensor
+):
+    forward = paths(make_module(D_MODEL, N_HEAD))[path]
+    x = make_tensor((B, TQ, D_MODEL), seed=1)
+    mask = torch.zeros(B, 1, TQ, TQ, dtype=torch.bool)
+    mask[1, 0, 2] = True  # batch 1, every head, query 2: no key at all
+    with pytest.raises(ValueError, match=r"query row at index \(1, 0, 2\) "
+                       rf"\(of {N_HEAD} such rows"):
+        forward(x, mask, None)
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa", "library"])
+def test_mha_paths_reject_fully_masked_cross_row(
+    path, make_module, make_tensor
+):
+    forward = paths(make_module(D_MODEL, N_HEAD))[path]
+    x = make_tensor((B, TQ, D_MODEL), seed=1)
+    context = make_tensor((B, TK, D_MODEL), seed=2)
+    mask = torch.zeros(B, 1, 1, TK, dtype=torch.bool)
+    mask[0] = True  # batch 0 pads every key
+    with pytest.raises(ValueError, match=r"query row at index \(0, 0, 0\)"):
+        forward(x, mask, context)
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa", "library"])
+def test_mha_paths_reject_bad_masks(path, make_module, make_tensor):
+    forward = paths(make_module(D_MODEL, N_HEAD))[path]
+    x = make_tensor((B, TQ, D_MODEL), seed=1)
+    with pytest.raises(TypeError, match="boolean with True = blocked"):
+        forward(x, torch.zeros(TQ, TQ), None)
+    with pytest.raises(ValueError, match=r"mask of shape \(5, 4, 4\) does "
+                       r"not broadcast .* \(2, 3, 4, 4\)"):
+        forward(x, torch.zeros(5, TQ, TQ, dtype=torch.bool), None)
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa"])
+@pytest.mark.parametrize(
+    "shape", [(TQ, D_MODEL), (B, TQ, D_MODEL + 1), (1, B, TQ, D_MODEL)]
+)
+def test_mha_paths_reject_wrong_input_shape_naming_it(
+    path, shape, make_module, make_tensor
+):
+    forward = paths(make_module(D_MODEL, N_HEAD))[path]
+    with pytest.raises(ValueError, match=r"x must have shape \(B, T, "
+                       rf"d_model=12\), got \({shape[0]}, "):
+        forward(make_tensor(shape), None, None)
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa"])
+def test_mha_paths_reject_bad_context_naming_shapes(
+    path, make_module, make_tensor
+):
+    forward = paths(make_module(D_MODEL, N_HEAD))[path]
+    x = make_tensor((B, TQ, D_MODEL), seed=1)
+    with pytest.raises(ValueError, match=r"context batch \(3, 6, 12\) does "
+                       r"not match x batch \(2, 4, 12\)"):
+        forward(x, None, make_tensor((3, TK, D_MODEL)))
+    with pytest.raises(ValueError, match=r"context must have shape"):
+        forward(x, None, make_tensor((B, TK, D_MODEL - 1)))
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa"])
+def test_mha_paths_reject_nan_input_naming_index(
+    path, make_module, make_tensor
+):
+    forward = paths(make_module(D_MODEL, N_HEAD, bias=False))[path]
+    x = make_tensor((B, TQ, D_MODEL), seed=1)
+    x[1, 2, 0] = float("nan")  # reported in x, before it reaches q
+    with pytest.raises(ValueError, match=r"x of shape \(2, 4, 12\) "
+                       r"holds nan at index \(1, 2, 0\)"):
+        forward(x, None, None)
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa"])
+def test_mha_paths_reject_overflowing_scores(path, make_module,
+                                             make_tensor):
+    # q and k stay finite (~1e20) but q . k (~1e40) overflows float32
+    forward = paths(make_module(D_MODEL, N_HEAD, dtype=torch.float32))[path]
+    x = 1e20 * make_tensor((B, TQ, D_MODEL), dtype=torch.float32, seed=1)
+    with pytest.raises(ValueError, match=r"holds? (inf|nan) at index \("):
+        forward(x, None, None)
+
+
+def test_sdpa_forward_is_not_affected_by_train_mode(make_module,
+                                                    make_tensor):
+    # dropout_p=0.0 is passed explicitly: train() and eval() agree
+    module = make_module(D_MODEL, N_HEAD)
+    x = make_tensor((B, TQ, D_MODEL), seed=1)
+    module.train()
+    y_train = torch_ref.sdpa_forward(module, x)
+    module.eval()
+    torch.testing.assert_close(torch_ref.sdpa_forward(module, x), y_train,
+                               atol=0, rtol=0)
+    torch.testing.assert_close(module(x)[0], y_train,
+                               atol=atol(x.dtype), rtol=0)

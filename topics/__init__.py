@@ -1,0 +1,20 @@
+"""The topic modules, one per subject the pages compute numbers for.
+
+Each is run by ``python -m pipeline`` (the interface is in
+pipeline/__init__.py); its data becomes the page variable of its name.
+Add a topic by adding its file and its name here. Notebooks are every
+``notebooks/*.py`` (jupytext percent scripts), executed into .ipynb.
+"""
+
+TOPICS = [
+    "runtime",
+    "weighted_sum",
+    "attention_matrix",
+    "scaling",
+    "softmax_backward",
+    "multiple_heads",
+    "mistakes",
+    "parity",
+    "cache_mask",
+    "online_softmax",
+]
