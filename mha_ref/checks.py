@@ -152,7 +152,7 @@ def model_input(shape, d_model, name="x"):
 def context_input(x_shape, context_shape, d_model):
     """Check cross-attention context (B, Tk, d_model) against x."""
     model_input(context_shape, d_model, name="context")
-    if tuple(context_shape)[0] != tuple(x_shape)[0]:
+    if context_shape[0] != x_shape[0]:  # both are (B, T, d_model) here
         raise ValueError(
             f"context batch {tuple(context_shape)} does not match "
             f"x batch {tuple(x_shape)}"

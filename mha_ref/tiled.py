@@ -86,14 +86,16 @@ def check_row_max(row_max, rows, mask, q_pos, k_pos):
     empty = np.isneginf(row_max)
     if not np.any(empty):
         return
-    # the whole rows of the mask, only now that one is needed: (.., bq)
-    blocked = tile_mask_numpy(*(_as_numpy(a) for a in (mask, q_pos, k_pos)),
-                              rows, slice(None))
-    blocked = np.zeros((), bool) if blocked is None else blocked.all(-1)
-    for flags, why in ((empty & blocked, "has every key masked (mask and "
-                        "causal positions together)"),
-                       (empty & ~blocked, "has allowed keys, but every "
-                        "score overflowed to -inf; use smaller inputs")):
+    # the whole rows of the mask, built only now that one is needed
+    mask, q_pos, k_pos = (_as_numpy(a) for a in (mask, q_pos, k_pos))
+    tile = tile_mask_numpy(mask, q_pos, k_pos, rows, slice(None))
+    blocked = np.False_ if tile is None else tile.all(axis=-1)  # (.., bq)
+    for flags, why in (
+        (empty & blocked, "has every key masked (by the mask or the "
+         "causal positions); each query needs at least one allowed key"),
+        (empty & ~blocked, "has allowed keys, but every score "
+         "overflowed to -inf; use smaller inputs"),
+    ):
         if np.any(flags):
             *batch, row = checks.first_index(flags)
             raise ValueError(
@@ -258,7 +260,7 @@ def tiled_attention_torch(q, k, v, mask=None, causal=False,
     # max, sum and output in float32 whatever the input dtype (float64
     # stays), as FlashAttention keeps them; cast once, at the end
     wide = torch.promote_types(q.dtype, torch.float32)
-    kw = dict(dtype=wide, device=q.device)
+    kw = {"dtype": wide, "device": q.device}
     d = q.shape[-1]  # the head size d_k
     out_blocks, lse_blocks = [], []
     for i in range(0, tq, block_q):

@@ -15,7 +15,7 @@ from mha_ref import kv_cache, numpy_ref, tiled, torch_ref
 from mha_ref.tolerances import atol
 
 B, T, D_MODEL, N_HEAD = 2, 4, 8, 2
-TOL64 = dict(atol=atol("float64"), rtol=0)
+TOL64 = {"atol": atol("float64"), "rtol": 0}
 
 
 def forwards(module):
@@ -63,7 +63,8 @@ def test_attention_fp16_overflowing_row_has_finite_gradients():
     out, _ = torch_ref.attention(q, k, v)
     out.sum().backward()
     for grad in (q.grad, k.grad, v.grad):
-        assert grad.dtype == torch.float16 and grad.isfinite().all()
+        assert grad.dtype == torch.float16
+        assert grad.isfinite().all()
     # all the weight on key 0: v[0] gets the whole upstream gradient
     torch.testing.assert_close(v.grad, torch.tensor(
         [[1.0, 1.0], [0.0, 0.0]], dtype=torch.float16))
@@ -124,7 +125,7 @@ BOOL_K = np.array([[True, True], [True, False]])
 BOOL_V = np.array([[True, False], [False, True]])
 
 
-@pytest.mark.parametrize("q, k, v", [(INT8_Q, INT8_K, INT8_V),
+@pytest.mark.parametrize(("q", "k", "v"), [(INT8_Q, INT8_K, INT8_V),
                                      (BOOL_Q, BOOL_K, BOOL_V)],
                          ids=["int8", "bool"])
 @pytest.mark.parametrize("attend", [
@@ -231,7 +232,7 @@ def test_numpy_mha_takes_a_list_and_names_nan_in_x(rng):
         module(x)
 
 
-@pytest.mark.parametrize("dtypes, pattern", [
+@pytest.mark.parametrize(("dtypes", "pattern"), [
     ((torch.int64,) * 3, r"q has dtype torch.int64; expected a real "
                          r"floating dtype"),
     ((torch.bool,) * 3, r"q has dtype torch.bool; expected"),
@@ -254,7 +255,8 @@ def test_torch_attention_rejects_non_float_dtypes_naming_them(
 def test_torch_attention_refuses_numpy_inputs_naming_type():
     with pytest.raises(TypeError, match=r"v must be a torch.Tensor, got "
                        r"ndarray"):
-        torch_ref.attention(torch.ones(2, 3), torch.ones(2, 3), np.ones((2, 3)))
+        torch_ref.attention(torch.ones(2, 3), torch.ones(2, 3),
+                            np.ones((2, 3)))
 
 
 def test_mha_forwards_reject_bad_x_naming_it(forward, make_tensor):
@@ -311,22 +313,25 @@ LENGTHS = [5, 2, 4]  # B = 3 sequences of keys, padded to Tk = 5
                          ids=["numpy", "torch"])
 def test_key_padding_mask_blocks_keys_past_each_length(module):
     mask = np.asarray(module.key_padding_mask(LENGTHS))
-    assert mask.shape == (3, 1, 1, 5) and mask.dtype == bool
+    assert mask.shape == (3, 1, 1, 5)
+    assert mask.dtype == bool
     expected = np.arange(5)[None, :] >= np.array(LENGTHS)[:, None]
     np.testing.assert_array_equal(mask[:, 0, 0], expected)
     again = np.asarray(module.key_padding_mask(
         np.asarray(module.key_padding_mask(LENGTHS, tk=7))[:, 0, 0]))
-    assert again.shape == (3, 1, 1, 7) and again[:, 0, 0, 5:].all()
+    assert again.shape == (3, 1, 1, 7)
+    assert again[:, 0, 0, 5:].all()
 
 
 def test_key_padding_mask_matches_attention_on_each_sequence(rng):
     b = tq = len(LENGTHS)  # B == Tq: the case a (B, Tk) mask gets wrong
-    q = rng.standard_normal((b, tq, 4))
-    k = rng.standard_normal((b, 5, 4))
-    v = rng.standard_normal((b, 5, 3))
-    out, _ = numpy_ref.attention(q, k, v, numpy_ref.key_padding_mask(LENGTHS))
+    q = rng.standard_normal((b, 2, tq, 4))  # (B, H, Tq, d)
+    k = rng.standard_normal((b, 2, 5, 4))  # (B, H, Tk, d)
+    v = rng.standard_normal((b, 2, 5, 3))  # (B, H, Tk, dv)
+    padding = numpy_ref.key_padding_mask(LENGTHS)  # (B, 1, 1, Tk)
+    out, _ = numpy_ref.attention(q, k, v, padding)
     for i, n in enumerate(LENGTHS):
-        alone, _ = numpy_ref.attention(q[i], k[i, :n], v[i, :n])
+        alone, _ = numpy_ref.attention(q[i], k[i, :, :n], v[i, :, :n])
         np.testing.assert_allclose(out[i], alone, **TOL64)
     torch_out, _ = torch_ref.attention(
         *(torch.from_numpy(a) for a in (q, k, v)),
@@ -335,7 +340,7 @@ def test_key_padding_mask_matches_attention_on_each_sequence(rng):
     np.testing.assert_allclose(torch_out.numpy(), out, **TOL64)
     # the bare (B, Tk) mask broadcasts as (Tq, Tk): row i of every batch
     # gets sequence i's padding, which is silently a different answer
-    bare = numpy_ref.key_padding_mask(LENGTHS)[:, 0, 0]  # (B, Tk)
+    bare = padding[:, 0, 0]  # (B, Tk)
     wrong, _ = numpy_ref.attention(q, k, v, bare)
     assert np.abs(wrong - out).max() > 0.1
 
