@@ -1,4 +1,6 @@
 # Entry points: make serve | site | test | fast | bench | help
+# MkDocs is the default engine; Zensical builds the same site too:
+# make site-zensical (site-zensical/) and make serve-fast.
 # Every target sets up .venv on first use; nothing is needed beforehand.
 # Generation has one owner: these targets run `python -m pipeline` before
 # MkDocs builds or serves; MkDocs itself never runs it.
@@ -16,11 +18,11 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: help serve site test fast bench setup browser generate lint \
-	format clean
+	format clean site-zensical serve-fast zensical-config
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
-	  awk -F':.*## ' '{printf "  make %-9s %s\n", $$1, $$2}'
+	  awk -F':.*## ' '{printf "  make %-14s %s\n", $$1, $$2}'
 
 # ------------------------------------------------------------ entry points
 
@@ -29,11 +31,22 @@ serve: generate ## generate, then serve at http://127.0.0.1:8000 (reloads)
 	  "another terminal: the server reloads on docs/generated/"
 	$(PY) -m mkdocs serve --strict -a $(HOST)
 
-site: generate ## generate, then build site/ strictly
+site: generate ## generate, build site/ strictly, typeset its math
 	$(PY) -m mkdocs build --strict
+	$(PY) -m pipeline.typeset_math site
 
-test: site browser ## build the site, then run every test (browser too)
+site-zensical: generate zensical-config ## the same site with Zensical
+	$(PY) -m zensical build --strict -f zensical.yml
+	$(PY) -m pipeline.typeset_math site-zensical
+
+serve-fast: generate zensical-config ## Zensical's faster live preview
+	@echo "Zensical's server: prose edits reload fast; no --strict there"
+	$(PY) -m zensical serve -f zensical.yml -a $(HOST)
+
+test: site site-zensical browser ## build both sites, run every test
 	$(PY) -m pytest
+	# the browser checks again, on the Zensical build
+	MHA_REF_SITE=site-zensical $(PY) -m pytest -q -m browser tests/browser
 
 fast: generate ## the quick checks while writing (no site, no browser)
 	$(PY) -m pytest -x -q tests/unit tests/docs mha_ref
@@ -77,5 +90,9 @@ browser: ## install Debian's chromium for the browser tests, if missing
 generate: $(STAMP) ## compute every number, table and figure (cached)
 	$(PY) -m pipeline
 
+# zensical.yml: mkdocs.yml with Zensical's few changes (pipeline/zensical.py)
+zensical-config: $(STAMP)
+	$(PY) -m pipeline.zensical
+
 clean: ## remove built and generated files (keeps .venv)
-	rm -rf site docs/generated .cache build
+	rm -rf site site-zensical zensical.yml docs/generated .cache build

@@ -17,6 +17,7 @@ import json
 import math
 import numbers
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import jinja2
 
@@ -142,17 +143,93 @@ FILTERS = {"num": num, "sci": sci, "vec": vec}
 
 
 def define_env(env):
-    """Called by mkdocs-macros once per build: filters and the macro."""
+    """Filters, the macro and the data (MkDocs: once; Zensical: per page)."""
     for function in FILTERS.values():
         env.filter(function)
 
     def page_figure(name):
-        depth = env.page.file.src_uri.count("/")  # pages in subfolders
+        depth = page_path(env.page).count("/")  # pages in subfolders
         return figure(env.variables, name, "../" * depth)
 
     env.macro(page_figure, "figure")
+    # From the one setting, repo_url (MHA_REF_REPO_URL): the edit links on
+    # branch main (MkDocs would guess master) and the notebook pages'
+    # "Open in Colab" button (overrides/main.html). None without it.
+    repo_url = env.conf.get("repo_url")
+    env.conf["edit_uri"] = EDIT_URI if repo_url else None
+    env.conf["extra"]["colab_base"] = colab_base(repo_url)
+    # Zensical's port of mkdocs-macros calls define_env before every page
+    # and never on_pre_page_macros: load the data here too.
+    env.variables.update(load_data(data_dir_of(env)))
+
+
+def page_path(page):
+    """The page's source path under docs/, on either engine."""
+    file = getattr(page, "file", None)  # MkDocs: page.file.src_uri
+    return file.src_uri if file is not None else page.path  # Zensical
 
 
 def on_pre_page_macros(env):
-    """Called before each page: expose the data written in this build."""
+    """MkDocs, before each page: the data written in this build."""
     env.variables.update(load_data(data_dir_of(env)))
+
+
+# ------------------------------------------------- notebooks and Colab
+
+COLAB = "https://colab.research.google.com/github/"
+EDIT_URI = "edit/main/docs/"  # pages are edited on the main branch
+# The deploy workflow publishes the executed notebooks to this branch of
+# the repository (generated files are never committed on main).
+NOTEBOOK_BRANCH = "notebooks"
+
+
+def colab_base(repo_url, branch=NOTEBOOK_BRANCH):
+    """Colab's URL prefix for the notebooks of a GitHub repository.
+
+    https://github.com/o/r -> https://colab.research.google.com/github/o/r
+    /blob/notebooks/ (append "<name>.ipynb"); None without a repository
+    or for another host (Colab opens notebooks from GitHub only).
+    """
+    if not repo_url:
+        return None
+    parts = urlsplit(repo_url)
+    repo = parts.path.strip("/").removesuffix(".git")
+    if parts.netloc.lower() != "github.com" or repo.count("/") != 1:
+        return None
+    return f"{COLAB}{repo}/blob/{branch}/"
+
+
+def notebook_line(name, page_url, repo_url):
+    """Markdown offering notebook ``name`` on its page: open, download,
+    and open in Colab where the repository is known."""
+    up = "../" * page_url.count("/")  # "" or "scaling/" -> the site root
+    raw = f"{up}generated/notebooks/{name}/{name}.ipynb"  # include_source
+    links = [
+        f"[open it as a notebook](generated/notebooks/{name}.ipynb)",
+        f'<a href="{raw}" download>download the .ipynb</a>',
+    ]
+    base = colab_base(repo_url)
+    if base:
+        links.append(f'<a href="{base}{name}.ipynb">open it in Colab</a>')
+    listed = ", ".join(links[:-1]) + " or " + links[-1]
+    return (
+        f"Run this page's code yourself: {listed}. It runs with numpy, "
+        "torch and matplotlib alone.\n{ .mha-notebook-line }"
+    )
+
+
+def on_post_page_macros(env):
+    """MkDocs, after each page's macros: under its title, the line that
+    offers its notebook, when the generation step wrote one
+    (pipeline/compose.py: one per page that shows mha_ref code)."""
+    source = page_path(env.page)
+    name = source.removesuffix(".md")
+    notebook = Path(env.conf["docs_dir"], "generated/notebooks", name)
+    if "/" in name or not notebook.with_suffix(".ipynb").is_file():
+        return
+    url = getattr(env.page, "url", "") or ""
+    line = notebook_line(name, url, env.conf.get("repo_url"))
+    lines = env.markdown.splitlines()
+    title = next((i for i, s in enumerate(lines) if s.startswith("# ")), -1)
+    lines[title + 1 : title + 1] = ["", line, ""]
+    env.markdown = "\n".join(lines) + "\n"

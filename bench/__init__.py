@@ -1,7 +1,7 @@
 """Benchmarks: build times, reading time, implementations, KaTeX on build.
 
     python -m bench                    # everything (make bench)
-    python -m bench --only impl,katex  # build, reading, impl, katex
+    python -m bench --only impl,katex  # build, reading, impl, katex, decode
     python -m bench --quick            # fewer runs and sizes
     python -m bench --out /tmp/bench   # write the report elsewhere
 
@@ -16,6 +16,9 @@ One module per part, each with its own docstring:
 - reading: headless Chromium against the built site, cold cache.
 - implementations: time and memory of each attention, against SDPA.
 - katex_prerender: formulas typeset at build time, and the decision.
+- decode: one decode step with a long KV cache, per number of KV heads.
+
+A run of some parts (--only) keeps the other parts of the report.
 
 and around them: env (the machine), timing (medians, timed commands),
 report (JSON and Markdown) and __main__ (the command line).

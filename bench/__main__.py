@@ -10,6 +10,8 @@ from pathlib import Path
 import bench
 from bench import report as report_files
 from bench.build_times import bench_build, build_site, copy_repo
+from bench.decode import bench_decode
+from bench.engines import bench_engines
 from bench.env import environment
 from bench.implementations import (
     IMPL_LENGTHS,
@@ -17,12 +19,12 @@ from bench.implementations import (
     THREAD_VARS,
     bench_impl,
 )
-from bench.katex_prerender import katex_decision, prerender
+from bench.katex_prerender import bench_math
 from bench.reading import bench_reading, reading_pages
 from bench.timing import ROOT, say
 
 OUT = ROOT / "bench"
-PARTS = ("build", "reading", "impl", "katex")
+PARTS = ("build", "reading", "impl", "katex", "decode", "engines")
 
 
 def parse(argv):
@@ -66,43 +68,45 @@ def main(argv=None):
     for name in THREAD_VARS:  # read by BLAS when numpy is first imported
         os.environ[name] = str(args.threads)
     parts = args.parts
-    runs = 2 if args.quick else 3
     rounds = 2 if args.quick else 5
     start = time.perf_counter()
     report = {"environment": environment()}
     with tempfile.TemporaryDirectory(prefix="mha-bench-") as tmp:
         repo = Path(tmp) / "repo"
         needs_site = {"build", "reading", "katex"} & set(parts)
-        if needs_site:
+        if needs_site or "engines" in parts:
             copy_repo(repo)
+        if needs_site:
             if "build" in parts:
                 report["build"] = bench_build(
                     repo, rounds, cold_runs=1 if args.quick else 3
                 )
             else:
                 build_site(repo)
-        pages = reading_pages(repo) if needs_site else []
-        sites = {"client": repo / "site"}
-        prerendered = None
-        if "katex" in parts:
-            prerendered = prerender(
-                repo / "site", Path(tmp) / "katex-site", runs
+        if "reading" in parts:
+            sites = {"client": repo / "site"}
+            reading = bench_reading(
+                sites, reading_pages(repo), 3 if args.quick else 7
             )
-            sites["prerendered"] = Path(tmp) / "katex-site"
-        if "reading" in parts or "katex" in parts:
-            reading = bench_reading(sites, pages, 3 if args.quick else 7)
             report["reading"] = {"client": reading["client"]}
-            if prerendered:
-                report["katex"] = katex_decision(prerendered, reading)
-                report["reading"]["prerendered"] = reading["prerendered"]
+        if "engines" in parts:  # MkDocs and Zensical, same rounds
+            report["engines"] = bench_engines(repo, rounds)
+        if "katex" in parts:
+            report["katex"] = bench_math(
+                repo, Path(tmp), 3 if args.quick else 5
+            )
     if "impl" in parts:
         report["impl"] = bench_impl(
             QUICK_LENGTHS if args.quick else IMPL_LENGTHS, args.threads
         )
+    if "decode" in parts:
+        report["decode"] = bench_decode(5 if args.quick else 41, args.threads)
     report["environment"]["load_average_at_end"] = os.getloadavg()
-    report["seconds_total"] = time.perf_counter() - start
+    report["seconds_total"] = seconds = time.perf_counter() - start
+    if set(parts) != set(PARTS):  # keep the parts this run did not redo
+        report = report_files.merge(report, args.out, parts)
     report_files.write(report, args.out)
-    say(f"wrote {args.out / 'report.md'} in {report['seconds_total']:.0f} s")
+    say(f"wrote {args.out / 'report.md'} in {seconds:.0f} s")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 import json
 
+from bench.engines import markdown as engines_md
+
 
 def write(report, out):
     """Write report.json and report.md to the folder out."""
@@ -11,6 +13,40 @@ def write(report, out):
         json.dumps(report, indent=1, sort_keys=True) + "\n"
     )
     (out / "report.md").write_text(markdown(report))
+
+
+def merge(report, out, parts):
+    """This run's parts over out/report.json's, for a run of some parts.
+
+    The earlier run's environment and total stay at the top (they
+    describe the parts kept); this run's go under "partial_run".
+    """
+    try:
+        earlier = json.loads((out / "report.json").read_text())
+    except FileNotFoundError:
+        return report
+    merged = {**earlier, **{p: report[p] for p in parts if p in report}}
+    merged["partial_run"] = {
+        "parts": list(parts),
+        "environment": report["environment"],
+        "seconds": report["seconds_total"],
+    }
+    return merged
+
+
+def _section(part, section, value):
+    """A part's Markdown; a part kept from an older report format (a
+    run of some parts keeps the others) says so instead of failing."""
+    try:
+        return section(value)
+    except (KeyError, TypeError) as exc:
+        return [
+            "",
+            f"## {part}",
+            "",
+            f"Kept from an earlier run in an older format (no {exc}): "
+            f"rerun `python -m bench --only {part}`.",
+        ]
 
 
 def markdown(report):
@@ -28,15 +64,25 @@ def markdown(report):
     ]
     for key, value in env.items():
         lines.append(f"| {key} | {value} |")
-    if "build" in report:
-        lines += _build_md(report["build"])
-    if "reading" in report:
-        lines += _reading_md(report["reading"])
-    if "impl" in report:
-        lines += _impl_md(report["impl"])
-    if "katex" in report:
-        lines += _katex_md(report["katex"])
-    lines += ["", f"Total bench time: {report['seconds_total']:.0f} s.", ""]
+    for part, section in (
+        ("build", _build_md),
+        ("reading", _reading_md),
+        ("impl", _impl_md),
+        ("katex", _katex_md),
+        ("decode", _decode_md),
+        ("engines", engines_md),
+    ):
+        if part in report:
+            lines += _section(part, section, report[part])
+    lines += ["", f"Total bench time: {report['seconds_total']:.0f} s."]
+    if "partial_run" in report:
+        rerun = report["partial_run"]
+        lines.append(
+            f"Rerun alone afterwards ({rerun['seconds']:.0f} s): "
+            f"{', '.join(rerun['parts'])}; its environment is in "
+            "report.json under partial_run."
+        )
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -121,33 +167,74 @@ def _impl_md(m):
 
 
 def _katex_md(k):
+    step, t = k["typeset_step"], k["targets"]
+    view = k["viewport"]
     lines = [
         "",
-        "## Server-side KaTeX",
+        "## Math on the first paint (typeset at build time)",
         "",
-        f"**{'Adopt' if k['adopt'] else 'Not adopted'}**: {k['reason']}.",
+        f"`make site` typesets {step['formulas']} formulas on "
+        f"{step['pages']} pages in {step['seconds']['median']:.2f} s "
+        "(`python -m pipeline.typeset_math`, KaTeX in an embedded V8); the "
+        f"HTML grows from {step['html_bytes_before']:,} to "
+        f"{step['html_bytes_after']:,} bytes. Every page, {k['runs']} "
+        f"cold-cache visits at {view['width']} x {view['height']}: "
+        "*build* is the site as `make site` ships it, *client* the same "
+        "HTML typeset in the browser (as `make serve` shows it). Math / "
+        "FCP: time until the first screen shows no raw TeX over the first "
+        "contentful paint.",
         "",
-        "| page | formulas | client math (ms) | build-time "
-        "math (ms) | client bytes | build-time bytes | same |",
-        "|:--|--:|--:|--:|--:|--:|:--|",
+        f"- worst math / FCP: {k['worst']['build']['math_over_fcp']:.2f} "
+        f"(target <= {t['math_over_fcp']['max']}: "
+        f"{'met' if t['math_over_fcp']['met'] else 'NOT met'}); client "
+        f"{k['worst']['client']['math_over_fcp']:.2f}",
+        f"- worst layout shift: {k['worst']['build']['layout_shift']:.3f} "
+        f"(target <= {t['layout_shift']['max']}: "
+        f"{'met' if t['layout_shift']['met'] else 'NOT met'}); client "
+        f"{k['worst']['client']['layout_shift']:.3f}",
+        "",
+        "| page | formulas | FCP (ms) | math / FCP | layout shift | bytes "
+        "| KaTeX JS | client: math / FCP | client: layout shift | "
+        "client: bytes |",
+        "|:--|--:|--:|--:|--:|--:|:--|--:|--:|--:|",
     ]
-    for p in k["pages"]:
+    for page, b in k["pages"]["build"].items():
+        c = k["pages"]["client"][page]
         lines.append(
-            f"| {p['page']} | {p['formulas']} | "
-            f"{p['client_math_ms']:.0f} | "
-            f"{p['prerendered_math_ms']:.0f} | "
-            f"{p['client_transfer_bytes']:,} | "
-            f"{p['prerendered_transfer_bytes']:,} | "
-            f"{'yes' if p['same_rendering'] else 'no'} |"
+            f"| {page or '(start)'} | {b['formulas']} | "
+            f"{b['fcp_ms']['median']:.0f} | "
+            f"{b['math_over_fcp']['median']:.2f} | "
+            f"{b['layout_shift']['median']:.3f} | "
+            f"{b['transfer_bytes']:,} | {'yes' if b['katex_js'] else 'no'} "
+            f"| {c['math_over_fcp']['median']:.2f} | "
+            f"{c['layout_shift']['median']:.3f} | {c['transfer_bytes']:,} |"
         )
-    step = k["build_step"]
+    return lines
+
+
+def _decode_md(d):
+    env = d["environment"]
+    lines = [
+        "",
+        f"## One decode step against the number of KV heads "
+        f"(d_model={d['d_model']}, H={d['n_head']}, RoPE, cache of "
+        f"{d['cache_length']} positions, B={d['batch']}, {d['dtype']}, "
+        f"{d['threads']} thread(s))",
+        "",
+        "| KV heads | reference step (ms) | SDPA step (ms) | cache "
+        "K+V per layer (MiB) |",
+        "|--:|--:|--:|--:|",
+    ]
+    for r in d["rows"]:
+        lines.append(
+            f"| {r['n_kv_head']} | {r['reference_s'] * 1e3:.2f} | "
+            f"{r['sdpa_s'] * 1e3:.2f} | {r['cache_bytes'] / 2**20:.0f} |"
+        )
     lines += [
         "",
-        f"The node step typesets {step['formulas']} "
-        f"formulas on {step['pages']} pages in "
-        f"{step['render_ms']['median']:.0f} ms "
-        f"({step['node_total_s']['median']:.2f} s with node's "
-        f"start-up), {step['errors']} errors.",
+        f"Medians of {d['runs']} runs; measured at commit "
+        f"{env['commit']} with torch {env['torch']} on {env['cpu']} "
+        f"({env['cores_available']} cores available).",
     ]
     return lines
 

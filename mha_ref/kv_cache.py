@@ -57,6 +57,31 @@ def single_new_query(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
     return masked.flatten(), unmasked.flatten(), blocked
 
 
+# --8<-- [start:kv-cache-one-query]
+def single_query_is_causal(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
+    """One new query at the last position, through SDPA two ways.
+
+    Without a mask it sees every key, which is right: all of them are
+    in its past. is_causal=True cuts the square triangle to 1 x Tk
+    from the upper left, so the query is treated as position 0.
+
+    >>> no_mask, is_causal = single_query_is_causal()
+    >>> no_mask.tolist(), is_causal.tolist()
+    ([30.0], [10.0])
+    """
+    n_key = len(values)
+    q = torch.zeros(1, 1, 1, 2, dtype=torch.float64)  # (B, H, 1, d)
+    k = torch.zeros(1, 1, n_key, 2, dtype=torch.float64)  # (B, H, Tk, d)
+    v = torch.tensor(values, dtype=torch.float64).view(1, 1, n_key, 1)
+    no_mask = F.scaled_dot_product_attention(q, k, v, dropout_p=0.0)
+    # the mask of row 0 of a square triangle: key 0 only
+    is_causal = F.scaled_dot_product_attention(
+        q, k, v, is_causal=True, dropout_p=0.0
+    )
+    return no_mask.flatten(), is_causal.flatten()
+# --8<-- [end:kv-cache-one-query]
+
+
 # --8<-- [start:kv-cache-class]
 class KVCache:
     """Keys and values of every position seen so far, in order.

@@ -47,7 +47,7 @@ def softmax_backward(probabilities, upstream):
         raise ValueError(
             f"probabilities {p.shape} and upstream {g.shape} must match"
         )
-    # $\bar g = \sum_k p_k g_k$, one number per row
+    # g_bar = sum_k p_k g_k, one number per row
     weighted_mean = np.sum(p * g, axis=-1, keepdims=True)
     return p * (g - weighted_mean)
 # --8<-- [end:softmax-backward]
@@ -311,7 +311,7 @@ class MultiHeadAttention:
             context = x  # self-attention
         else:
             checks.rope_self_attention(self.rope, has_context=True)
-        # $Q = XW_Q$, $K = XW_K$, $V = XW_V$: one GEMM for all heads
+        # Q = X Wq, K = X Wk, V = X Wv: one GEMM for all heads
         q = self.split_heads(_linear(x, self.Wq, self.bq))  # (B, H, T, dh)
         k = self.split_heads(_linear(context, self.Wk, self.bk))  # H_kv
         v = self.split_heads(_linear(context, self.Wv, self.bv))  # H_kv
@@ -323,7 +323,7 @@ class MultiHeadAttention:
             k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, ..)
         # --8<-- [end:mha-rope]
         out, weights = attention(q, k, v, mask)  # (B, H, Tq, dh)
-        # $\mathrm{Concat}(\mathrm{head}_1, \ldots, \mathrm{head}_h) W_O$
+        # Concat(head_1, ..., head_h) Wo
         y = _linear(self.merge_heads(out), self.Wo, self.bo)
         return y, weights  # (B, Tq, d_model), (B, H, Tq, Tk)
     # --8<-- [end:mha-forward]

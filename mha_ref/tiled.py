@@ -119,16 +119,16 @@ def online_softmax_update_numpy(state, s, v_block):
     unnormalised output (..., bq, dv) over the keys seen so far.
     """
     row_max, row_sum, acc = state
-    # $m' = \max(m, \max_j s_j)$
+    # m' = max(m, max_j s_j)
     new_max = np.maximum(row_max, s.max(axis=-1, keepdims=True))
     # a row with no allowed key yet has max -inf: shift it by 0
     shift = np.where(np.isneginf(new_max), 0.0, new_max)  # (..., bq, 1)
-    # $\alpha = e^{m - m'}$ rescales what was summed under the old max
+    # alpha = exp(m - m') rescales what was summed under the old max
     alpha = np.exp(row_max - shift)  # (..., bq, 1)
     p = np.exp(s - shift)  # (..., bq, bk); blocked keys give exactly 0
-    # $\ell' = \alpha \ell + \sum_j e^{s_j - m'}$
+    # l' = alpha l + sum_j exp(s_j - m')
     row_sum = alpha * row_sum + p.sum(axis=-1, keepdims=True)
-    # $O' = \alpha O + P V$
+    # O' = alpha O + P V
     acc = alpha * acc + p @ v_block  # (..., bq, dv)
     return new_max, row_sum, acc
 # --8<-- [end:online-softmax-update-numpy]
@@ -180,7 +180,7 @@ def tiled_attention_numpy(q, k, v, mask=None, causal=False,
             cols = slice(j, j + block_k)
             if causal and k_pos[cols].min() > q_pos[rows].max():
                 continue  # the whole tile lies in the future
-            # $S_{ij} = Q_i K_j^\top / \sqrt{d_k}$
+            # S_ij = Q_i K_j^T / sqrt(d_k)
             s = q[..., rows, :] @ np.swapaxes(k[..., cols, :], -2, -1)
             s = s / math.sqrt(d)  # (..., bq, bk)
             tile = tile_mask_numpy(mask, q_pos, k_pos, rows, cols)
@@ -190,7 +190,7 @@ def tiled_attention_numpy(q, k, v, mask=None, causal=False,
         row_max, row_sum, acc = state
         # NaN or +inf: q @ k^T overflowed; -inf: no key allowed (or lost)
         check_row_max(row_max, rows, mask, q_pos, k_pos)
-        # $o = O / \ell$
+        # o = O / l
         out_blocks.append(acc / row_sum)  # (..., bq, dv)
         # L = m + log(l), all the backward needs of this row's softmax
         lse_blocks.append((row_max + np.log(row_sum))[..., 0])  # (..., bq)
@@ -209,16 +209,16 @@ def online_softmax_update_torch(state, s, v_block):
     unnormalised output (..., bq, dv) over the keys seen so far.
     """
     row_max, row_sum, acc = state
-    # $m' = \max(m, \max_j s_j)$
+    # m' = max(m, max_j s_j)
     new_max = torch.maximum(row_max, s.amax(dim=-1, keepdim=True))
     # a row with no allowed key yet has max -inf: shift it by 0
     shift = torch.where(new_max.isneginf(), 0.0, new_max)  # (..., bq, 1)
-    # $\alpha = e^{m - m'}$ rescales what was summed under the old max
+    # alpha = exp(m - m') rescales what was summed under the old max
     alpha = torch.exp(row_max - shift)  # (..., bq, 1)
     p = torch.exp(s - shift)  # (..., bq, bk); blocked keys give exactly 0
-    # $\ell' = \alpha \ell + \sum_j e^{s_j - m'}$
+    # l' = alpha l + sum_j exp(s_j - m')
     row_sum = alpha * row_sum + p.sum(dim=-1, keepdim=True)
-    # $O' = \alpha O + P V$
+    # O' = alpha O + P V
     acc = alpha * acc + p @ v_block  # (..., bq, dv)
     return new_max, row_sum, acc
 # --8<-- [end:online-softmax-update-torch]
@@ -285,7 +285,7 @@ def tiled_attention_torch(q, k, v, mask=None, causal=False,
         row_max, row_sum, acc = state
         # NaN or +inf: q @ k^T overflowed; -inf: no key allowed (or lost)
         check_row_max(row_max, rows, mask, q_pos, k_pos)
-        # $o = O / \ell$
+        # o = O / l
         out_blocks.append(acc / row_sum)  # (..., bq, dv)
         # L = m + log(l), all the backward needs of this row's softmax
         lse_blocks.append((row_max + row_sum.log())[..., 0])  # (..., bq)

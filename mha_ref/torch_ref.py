@@ -292,10 +292,10 @@ class MultiHeadAttention(nn.Module):
     # --8<-- [start:mha-forward]
     def forward(self, x, mask=None, context=None, positions=None):
         """x (B, Tq, d_model); context (B, Tk, d_model) gives K and V."""
-        # $Q = XW_Q$, $K = XW_K$, $V = XW_V$: one GEMM for all heads
+        # Q = X Wq, K = X Wk, V = X Wv: one GEMM for all heads
         q, k, v = self.project(x, context, positions)  # (B, H, T, dh)
         out, weights = attention(q, k, v, mask)  # (B, H, Tq, dh)
-        # $\mathrm{Concat}(\mathrm{head}_1, \ldots, \mathrm{head}_h) W_O$
+        # Concat(head_1, ..., head_h) Wo
         y = self.wo(self.merge_heads(out))  # (B, Tq, d_model)
         return y, weights  # weights: (B, H, Tq, Tk)
     # --8<-- [end:mha-forward]

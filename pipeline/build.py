@@ -16,7 +16,7 @@ import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import cache, figures, output
+from pipeline import cache, compose, figures, output
 from pipeline.notebooks import NOTEBOOK_PACKAGES, run_notebook
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -45,6 +45,7 @@ class Task:
     packages: tuple = cache.PACKAGES
     kind: str = "topic"  # or "notebook"
     error: str | None = None  # a discovery error: the task fails
+    recipe: dict | None = None  # a notebook's recipe (compose.py): keyed
 
 
 def _literal(path, name, default):
@@ -89,13 +90,22 @@ def discover(project):
         except (OSError, SyntaxError, ValueError, TypeError) as exc:
             task.error = f"{type(exc).__name__}: {exc}"
         tasks.append(task)
-    runner = project.root / "pipeline/notebooks.py"
-    for path in sorted((topics / "notebooks").glob("*.py")):
-        inputs = [path, runner, *_resolve(project, ["mha_ref/*.py"])]
+    runners = [
+        project.root / "pipeline/notebooks.py",
+        project.root / "pipeline/notebook_page.py",
+        project.root / "pipeline/compose.py",
+    ]
+    # one notebook per page that shows mha_ref code, plus its script in
+    # topics/notebooks/<page>.py if any (pipeline/compose.py)
+    for name, recipe in compose.page_notebooks(project.root).items():
+        script = recipe["script"] and project.root / recipe["script"]
+        source = project.root / (recipe["page"] or recipe["script"])
+        inputs = [*runners, *_resolve(project, ["mha_ref/*.py"])]
         packages = cache.PACKAGES + NOTEBOOK_PACKAGES
-        tasks.append(
-            Task(f"notebooks/{path.stem}", path, inputs, packages, "notebook")
-        )
+        task = Task(f"notebooks/{name}", source, inputs, packages, "notebook")
+        task.inputs += [script] if script else []
+        task.recipe = recipe
+        tasks.append(task)
     return tasks
 
 

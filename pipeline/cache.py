@@ -74,6 +74,8 @@ def task_key(project, task):
         "environment": environment(task.packages),
         "inputs": [[relative(project, f), sha256(f)] for f in task.inputs],
     }
+    if getattr(task, "recipe", None):  # a notebook: what its page shows
+        parts["recipe"] = task.recipe
     digest.update(json.dumps(parts, sort_keys=True).encode())
     return digest.hexdigest()
 

@@ -2,17 +2,20 @@
 
 Every ``topics/notebooks/<name>.py`` (jupytext percent format) is
 executed with nbclient (kernel python3) into
-``notebooks/<name>.ipynb``, cached like a topic on its source, this file
+``notebooks/<name>.ipynb`` (and its Markdown page, notebook_page.py),
+cached like a topic on its source, this file
 and mha_ref (pipeline/build.py); a failing cell fails the build. Volatile
 metadata (timings, kernel versions, random cell ids) is stripped so the
 bytes reproduce. jupytext and nbclient are imported only when a notebook
 runs, so a cached build never loads them.
 """
 
+import json
 import os
 import tempfile
 from pathlib import Path
 
+from pipeline.notebook_page import notebook_markdown
 from pipeline.output import atomic_write
 
 # Their versions go into a notebook's key, with the topics' packages.
@@ -21,18 +24,33 @@ NOTEBOOK_TIMEOUT_S = 300  # per cell
 
 
 def run_notebook(task, project, written):
-    """Execute a jupytext percent script into a reproducible .ipynb."""
-    import jupytext
+    """Compose a page's notebook, execute it alone, keep it if it runs."""
     import nbformat
 
-    nb = jupytext.read(task.source, fmt="py:percent")
+    from pipeline.compose import compose
+
+    nb = compose(project.root, Path(task.name).name, task.recipe)
     _prepare(nb)
-    _execute(nb, cwd=project.root)
+    # in an empty folder, by a kernel that cannot import the repository's
+    # mha_ref: the notebook runs on what it carries, as a download does
+    with tempfile.TemporaryDirectory(prefix="mha-notebook-") as folder:
+        _execute(nb, cwd=folder)
+    _check_sections(nb)
     _strip(nb)
     nbformat.validate(nb)
     relative = f"notebooks/{Path(task.name).name}.ipynb"
     written.append(relative)
     atomic_write(project.out / relative, nbformat.writes(nb) + "\n")
+    # the same notebook as a Markdown page, for Zensical (no nb plugin)
+    page = Path(relative).with_suffix(".md").as_posix()
+    written.append(page)
+    docs, where = project.root / "docs", project.out / page
+    if where.is_relative_to(docs):  # its URL: docs/a/b.md -> a/b/
+        url = where.relative_to(docs).with_suffix("").as_posix() + "/"
+    else:  # --out elsewhere: where docs/generated would put it
+        url = f"generated/{Path(page).with_suffix('').as_posix()}/"
+    markdown = notebook_markdown(nb, Path(relative).name, url)
+    atomic_write(where, markdown)
 
 
 def _prepare(nb):
@@ -49,15 +67,54 @@ def _prepare(nb):
         cell.metadata.pop("lines_to_next_cell", None)
 
 
+def standalone_kernel_argv():
+    """A python3 kernel's argv that sees no repository and no PYTHONPATH.
+
+    ``-E`` ignores PYTHONPATH (and every PYTHON* variable), ``-S`` skips
+    site, so no .pth file runs: not the editable install's finder, which
+    would import this repository's mha_ref from anywhere. The kernel gets
+    this interpreter's site-packages back on sys.path (numpy, torch,
+    ipykernel), minus any folder holding an mha_ref package; its own
+    folder comes first, as in any kernel.
+    """
+    import sys
+
+    paths = [
+        p
+        for p in sys.path
+        if p and os.path.isdir(p) and not os.path.isdir(f"{p}/mha_ref")
+    ]
+    boot = (
+        f"import sys; sys.path[1:1] = {paths!r}; "
+        "from ipykernel import kernelapp; kernelapp.launch_new_instance()"
+    )
+    return [sys.executable, "-E", "-S", "-c", boot, "-f", "{connection_file}"]
+
+
 def _execute(nb, cwd):
-    """Run every cell in a fresh python3 kernel started in ``cwd``."""
+    """Run every cell in a fresh standalone kernel started in ``cwd``."""
+    from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
     # ipc: local socket files in a temporary folder, no TCP port
     with tempfile.TemporaryDirectory(prefix="mha-kernel-") as runtime:
+        spec = Path(runtime, "kernels", "mha-standalone")
+        spec.mkdir(parents=True)
+        (spec / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": standalone_kernel_argv(),
+                    "display_name": "Python 3 (no repository)",
+                    "language": "python",
+                }
+            )
+        )
         kernel = KernelManager(
-            kernel_name="python3",
+            kernel_name="mha-standalone",
+            kernel_spec_manager=KernelSpecManager(
+                kernel_dirs=[str(spec.parent)]
+            ),
             transport="ipc",
             connection_file=os.path.join(runtime, "kernel.json"),
         )
@@ -65,7 +122,7 @@ def _execute(nb, cwd):
             nb,
             km=kernel,
             timeout=NOTEBOOK_TIMEOUT_S,
-            kernel_name="python3",
+            kernel_name="mha-standalone",
             record_timing=False,
             resources={"metadata": {"path": str(cwd)}},
         )
@@ -74,6 +131,17 @@ def _execute(nb, cwd):
         finally:
             if kernel.has_kernel:  # we own it: nbclient won't stop it
                 kernel.shutdown_kernel(now=True)
+
+
+def _check_sections(nb):
+    """A %%section cell prints only when its text differs from its file:
+    run unchanged, it must print nothing, or the page and the carried
+    file disagree."""
+    for cell in nb.cells:
+        if cell.cell_type == "code" and cell.source.startswith("%%section"):
+            if cell.outputs:
+                first = cell.source.splitlines()[0]
+                raise ValueError(f"{first}: differs from its carried file")
 
 
 def _strip(nb):

@@ -16,5 +16,9 @@ TOPICS = [
     "mistakes",
     "parity",
     "cache_mask",
+    "decoding",
+    "grouped_heads",
     "online_softmax",
+    "layer_backward",
+    "edges",
 ]

@@ -2,14 +2,16 @@
 
 Accuracy: the largest |tiled - plain| in float64 over a few shapes and
 block sizes (NumPy and PyTorch). Sweep: peak bytes NumPy allocates
-(tracemalloc) and median seconds, plain versus tiled, as T grows.
-Timings vary from run to run and machine to machine; the build caches
-them with everything else, and the page prints the environment.
+(tracemalloc, the same on every run), plain versus tiled, as T grows,
+and how many tiles the causal loop computes. Time: read from the
+committed benchmark report (bench/report.json, written by `make bench`
+with the environment that produced it), never measured by the build,
+so two builds of the same sources are byte-identical.
 """
 
-import statistics
-import time
+import json
 import tracemalloc
+from pathlib import Path
 
 from pipeline.output import fmt, markdown_table
 
@@ -19,7 +21,9 @@ DEPENDS = [
     "mha_ref/torch_ref.py",
     "mha_ref/checks.py",
     "mha_ref/tolerances.py",
+    "bench/report.json",
 ]
+REPORT = Path(__file__).resolve().parents[1] / "bench/report.json"
 
 # (Tq, Tk, causal, block_q, block_k): dividing, ragged, 1, larger than T
 ACCURACY = [
@@ -32,8 +36,6 @@ ACCURACY = [
 ACC_LEAD, ACC_D = (1, 4), 32  # (B, H) and d_head for the accuracy runs
 LENGTHS = [128, 256, 512, 1024]
 SWEEP_LEAD, SWEEP_D, SWEEP_BLOCK = (1, 2), 64, 64
-REPEATS = 5  # timing runs per point at most; the median is kept
-BUDGET_S = 0.25  # ...and fewer once a point has taken this long
 
 
 def peak_bytes_numpy(fn, *args, **kwargs):
@@ -64,20 +66,6 @@ def peak_bytes_torch_cpu(fn, *args, **kwargs):
         live += event.self_cpu_memory_usage
         peak = max(peak, live)
     return peak
-
-
-def median_seconds(fn, *args, repeats=REPEATS, budget_s=BUDGET_S, **kwargs):
-    """Median wall time of up to ``repeats`` calls after a warm-up one.
-
-    Stops early (at 3 calls or more) once the calls took ``budget_s``.
-    """
-    fn(*args, **kwargs)
-    times = []
-    while len(times) < repeats and (len(times) < 3 or sum(times) < budget_s):
-        start = time.perf_counter()
-        fn(*args, **kwargs)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def accuracy(seed=0):
@@ -127,15 +115,7 @@ def sweep(seed=0):
 
     rng = np.random.default_rng(seed)
     blocks = {"block_q": SWEEP_BLOCK, "block_k": SWEEP_BLOCK}
-    result = {
-        key: []
-        for key in (
-            "plain_peak_bytes",
-            "tiled_peak_bytes",
-            "plain_seconds",
-            "tiled_seconds",
-        )
-    }
+    result = {key: [] for key in ("plain_peak_bytes", "tiled_peak_bytes")}
     for t in LENGTHS:
         q, k, v = (
             rng.standard_normal((*SWEEP_LEAD, t, SWEEP_D)) for _ in range(3)
@@ -146,14 +126,6 @@ def sweep(seed=0):
         )
         result["tiled_peak_bytes"].append(
             peak_bytes_numpy(
-                tiled.tiled_attention_numpy, q, k, v, causal=True, **blocks
-            )
-        )
-        result["plain_seconds"].append(
-            median_seconds(numpy_ref.attention, q, k, v, mask)
-        )
-        result["tiled_seconds"].append(
-            median_seconds(
                 tiled.tiled_attention_numpy, q, k, v, causal=True, **blocks
             )
         )
@@ -168,7 +140,6 @@ def sweep(seed=0):
         "block": SWEEP_BLOCK,
         "dtype": "float64",
         "causal": True,
-        "repeats": REPEATS,
         **result,
         # one (T, T) score matrix per head, and one (block, block) tile
         "scores_bytes": [heads * t * t * itemsize for t in LENGTHS],
@@ -178,12 +149,49 @@ def sweep(seed=0):
         # peak at the largest T over peak at half of it: ~4 vs ~2
         "plain_growth": plain[-1] / plain[-2],
         "tiled_growth": tiles[-1] / tiles[-2],
-        "time_ratio": [
-            t / p
-            for p, t in zip(
-                result["plain_seconds"], result["tiled_seconds"], strict=True
-            )
-        ],
+    }
+
+
+def causal_tiles(t, block):
+    """(tiles, tiles skipped) of the causal loop over a T x T matrix.
+
+    The loop of mha_ref/tiled.py skips a tile when its first key comes
+    after its last query: the whole tile lies in the future.
+    """
+    starts = range(0, t, block)
+    skipped = sum(j > min(i + block, t) - 1 for i in starts for j in starts)
+    return len(starts) ** 2, skipped
+
+
+def timings(report_path=REPORT):
+    """Plain, tiled and SDPA times from the committed benchmark report."""
+    report = json.loads(Path(report_path).read_text())
+    impl = report["impl"]
+    env = impl.get("environment") or report["environment"]
+    seconds = {}
+    for row in impl["rows"]:
+        seconds.setdefault(row["impl"], {})[row["t"]] = row["seconds"]
+    lengths = sorted(seconds["tiled_numpy"])
+    tiles = [causal_tiles(t, impl["block"]) for t in lengths]
+    plain = [seconds["numpy_ref"][t] for t in lengths]
+    tiled_s = [seconds["tiled_numpy"][t] for t in lengths]
+    return {
+        "lengths": lengths,
+        **{k: impl[k] for k in ("batch", "n_head", "d_head", "dtype")},
+        "block": impl["block"],
+        "threads": impl["threads"],
+        "plain_seconds": plain,
+        "tiled_seconds": tiled_s,
+        "sdpa_seconds": [seconds["sdpa"][t] for t in lengths],
+        "time_ratio": [b / a for a, b in zip(plain, tiled_s, strict=True)],
+        "tiles": [n for n, _ in tiles],
+        "tiles_skipped": [k for _, k in tiles],
+        # the share of the T x T scores the tiled loop computes
+        "computed_fraction": [(n - k) / n for n, k in tiles],
+        "environment": {
+            k: env.get(k)
+            for k in ("cpu", "cores_available", "numpy", "torch", "commit")
+        },
     }
 
 
@@ -201,6 +209,7 @@ def compute():
             {r["block_q"] for r in rows} | {r["block_k"] for r in rows}
         ),
         "sweep": sweep(),
+        "time": timings(),
     }
 
 
@@ -208,38 +217,62 @@ def _mib(n_bytes):
     return n_bytes / 2**20
 
 
+def _ms(seconds):
+    """Milliseconds, 3 significant digits, whole above 100: 5.39, 2,686."""
+    ms = 1e3 * seconds
+    return f"{ms:,.0f}" if ms >= 100 else fmt(ms, 3)
+
+
 def render(data, out):
-    s = data["sweep"]
+    s, tm = data["sweep"], data["time"]
     rows = [
-        [
-            str(t),
-            fmt(_mib(p), 3),
-            fmt(_mib(b), 3),
-            fmt(p / b, 3),
-            fmt(1e3 * ps, 3),
-            fmt(1e3 * ts, 3),
-        ]
-        for t, p, b, ps, ts in zip(
+        [str(t), fmt(_mib(p), 3), fmt(_mib(b), 3), fmt(p / b, 3)]
+        for t, p, b in zip(
             s["lengths"],
             s["plain_peak_bytes"],
             s["tiled_peak_bytes"],
-            s["plain_seconds"],
-            s["tiled_seconds"],
             strict=True,
         )
     ]
     out.table(
         "online_softmax",
         markdown_table(
+            ["T", "plain peak (MiB)", "tiled peak (MiB)", "plain / tiled"],
+            rows,
+            "rrrr",
+        ),
+    )
+    time_rows = [
+        [
+            str(t),
+            _ms(p),
+            _ms(b),
+            fmt(b / p, 2),
+            f"{n - k} of {n}",
+            _ms(sd),
+        ]
+        for t, p, b, n, k, sd in zip(
+            tm["lengths"],
+            tm["plain_seconds"],
+            tm["tiled_seconds"],
+            tm["tiles"],
+            tm["tiles_skipped"],
+            tm["sdpa_seconds"],
+            strict=True,
+        )
+    ]
+    out.table(
+        "tiled-time",
+        markdown_table(
             [
                 "T",
-                "plain peak (MiB)",
-                "tiled peak (MiB)",
-                "plain / tiled",
-                "plain time (ms)",
-                "tiled time (ms)",
+                "plain (ms)",
+                "tiled (ms)",
+                "tiled / plain",
+                "tiles computed",
+                "SDPA (ms)",
             ],
-            rows,
+            time_rows,
             "rrrrrr",
         ),
     )
@@ -272,17 +305,24 @@ def render(data, out):
 
     def draw(fig, theme):
         mem, secs = fig.subplots(1, 2)
-        lengths = s["lengths"]
-        for ax, plain, tiles, label in (
+        for ax, lengths, plain, tiles, scale, label in (
             (
                 mem,
+                s["lengths"],
                 s["plain_peak_bytes"],
                 s["tiled_peak_bytes"],
+                _mib,
                 "peak memory (MiB)",
             ),
-            (secs, s["plain_seconds"], s["tiled_seconds"], "time (s)"),
+            (
+                secs,
+                tm["lengths"],
+                tm["plain_seconds"],
+                tm["tiled_seconds"],
+                float,
+                "time (s)",
+            ),
         ):
-            scale = _mib if ax is mem else float
             ax.plot(
                 lengths,
                 [scale(x) for x in plain],
@@ -303,25 +343,27 @@ def render(data, out):
             ax.set_xlabel("sequence length T (log scale)")
             ax.set_ylabel(label + ", log scale")
             ax.grid(True, alpha=0.4)
-        mem.set_title("Peak memory")
-        secs.set_title("Time (NumPy, this CPU)")
+        mem.set_title(f"Peak memory (H = {s['n_head']}, {s['dtype']})")
+        secs.set_title(f"Time (H = {tm['n_head']}, {tm['dtype']}, bench)")
         mem.legend(loc="upper left")
 
     first, last = s["lengths"][0], s["lengths"][-1]
+    plain_mib = fmt(_mib(s["plain_peak_bytes"][-1]), 3)
     out.figure(
         "tiled-memory",
         draw,
         figsize=(8.0, 3.4),
         alt=(
-            f"Two log-log line charts against sequence length T from {first} "
-            f"to {last}, causal NumPy attention with {s['n_head']} heads of "
-            f"size {s['d_head']} in float64. Peak memory: the plain pass "
-            f"grows {fmt(s['plain_growth'], 2)} times when T doubles and "
-            f"reaches {fmt(_mib(s['plain_peak_bytes'][-1]), 3)} MiB; the "
-            f"tiled pass "
-            f"grows {fmt(s['tiled_growth'], 2)} times and reaches "
-            f"{fmt(_mib(s['tiled_peak_bytes'][-1]), 3)} MiB. Time: the tiled "
-            f"pass takes {fmt(s['time_ratio'][-1], 2)} times as long as the "
-            f"plain one at T = {last}."
+            "Two log-log line charts against sequence length T. Peak "
+            f"memory (T from {first} to {last}), causal NumPy attention "
+            f"with {s['n_head']} heads of size {s['d_head']} in float64: "
+            f"the plain pass grows {fmt(s['plain_growth'], 2)} times when "
+            f"T doubles and reaches {plain_mib} MiB; the tiled pass grows "
+            f"{fmt(s['tiled_growth'], 2)} times and reaches "
+            f"{fmt(_mib(s['tiled_peak_bytes'][-1]), 3)} MiB. Time, from the "
+            f"benchmark report ({tm['n_head']} heads, {tm['dtype']}, T from "
+            f"{tm['lengths'][0]} to {tm['lengths'][-1]}): the tiled pass "
+            f"takes {fmt(tm['time_ratio'][-1], 2)} times as long as the "
+            f"plain one at T = {tm['lengths'][-1]}."
         ),
     )

@@ -21,8 +21,10 @@ INSTALL_HINT = (
     "install Chromium: `apt-get install chromium` (or `make browser`)"
 )
 REPO = Path(__file__).resolve().parents[2]
-SITE = REPO / "site"  # the built site (make site)
-SCREENSHOTS = REPO / "build" / "screenshots"
+# the built site: site/ (make site), or MHA_REF_SITE=site-zensical (make
+# test runs these tests on both); screenshots go to a folder per site
+SITE = REPO / os.environ.get("MHA_REF_SITE", "site")
+SCREENSHOTS = REPO / "build" / SITE.name.replace("site", "screenshots")
 DESKTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 
@@ -50,11 +52,14 @@ def site_pages(site=SITE):
 
 
 def notebook_pages(site=SITE):
-    """The pages that render a notebook (mkdocs-jupyter's jp-Notebook)."""
+    """The pages that render a notebook: mkdocs-jupyter's jp-Notebook,
+    or (Zensical) the Markdown page with the notebook's download link."""
+    zensical = re.compile(r'<a download href="[^"]*\.ipynb"')
     return [
         p
         for p in site_pages(site)
-        if "jp-Notebook" in p.file.read_text("utf-8")
+        if "jp-Notebook" in (text := p.file.read_text("utf-8"))
+        or zensical.search(text)
     ]
 
 

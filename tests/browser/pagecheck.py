@@ -21,7 +21,8 @@ WAIT_MS = 5000  # how long a page may take to settle before we report
 # JavaScript shared by the math checks. `count(root)` counts the formulas
 # a document holds before any script runs: one per arithmatex span/div,
 # plus the $...$, $$...$$, \(...\) and \[...\] in notebook Markdown cells
-# (mkdocs-jupyter leaves those as text for a script to render).
+# (mkdocs-jupyter leaves those as text for a script to render), or the
+# .katex the build typeset there (pipeline/typeset_math.py).
 _MATH_JS = r"""
 const NOTEBOOK = ".jp-RenderedMarkdown, .jp-RenderedLatex";
 const TEX = /\$\$[\s\S]+?\$\$|\\\[[\s\S]+?\\\]|\\\([\s\S]+?\\\)|\$[^$\n]+?\$/g;
@@ -29,13 +30,21 @@ function notebookMath(root) {
   let n = 0;
   for (const cell of root.querySelectorAll(NOTEBOOK)) {
     const copy = cell.cloneNode(true);
-    copy.querySelectorAll("pre, code").forEach(e => e.remove());
+    copy.querySelectorAll("pre, code, .katex").forEach(e => e.remove());
     n += (copy.textContent.match(TEX) || []).length;
   }
   return n;
 }
+// formulas the build typeset into notebook cells: one .katex each
+function notebookTypeset(root) {
+  let n = 0;
+  for (const cell of root.querySelectorAll(NOTEBOOK))
+    n += cell.querySelectorAll(".katex").length;
+  return n;
+}
 function count(root) {
-  return root.querySelectorAll(".arithmatex").length + notebookMath(root);
+  return root.querySelectorAll(".arithmatex").length + notebookMath(root)
+    + notebookTypeset(root);
 }
 """
 

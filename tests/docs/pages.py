@@ -13,10 +13,7 @@ the line:
 - check_math: a formula KaTeX cannot parse.
 """
 
-import json
 import re
-import shutil
-import subprocess
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +21,7 @@ from pathlib import Path
 import jinja2
 
 import macros
+from pipeline.typeset_math import MathError, Typesetter
 
 ROOT = Path(__file__).resolve().parents[2]
 # Fences that may hold text typed on the page: commands and examples of
@@ -261,16 +259,6 @@ RE_MATH = re.compile(
     r"|(?<![\\$])\$(?P<inline>[^$\n]+?)\$|\\\((?P<paren>.+?)\\\)",
     re.S,
 )
-KATEX = ROOT / "docs/assets/katex/katex.min.js"
-RUN_KATEX = """
-const katex = require(process.argv[1]);
-const formulas = JSON.parse(require("fs").readFileSync(0, "utf8"));
-console.log(JSON.stringify(formulas.map(([tex, display]) => {
-  try { katex.renderToString(tex, {displayMode: display,
-                                   throwOnError: true}); return null; }
-  catch (e) { return e.message; }
-})));
-"""
 
 
 def formulas(text):
@@ -286,26 +274,20 @@ def formulas(text):
         yield line_of(text, match.start()), tex, display is not None
 
 
-def check_math(root, node=None):
-    """Every formula on every page typeset by the vendored KaTeX."""
-    node = node or shutil.which("node")
-    if node is None:
-        return None  # the caller skips: no Node.js to run KaTeX
+def check_math(root, typesetter=None):
+    """Every formula on every page typeset by the vendored KaTeX.
+
+    The same Typesetter as the build's post-step (pipeline/typeset_math),
+    so a formula that fails here also fails `make site`.
+    """
+    typesetter = typesetter or Typesetter()
     data = load_data(root)
-    found = []
+    problems = []
     for page, text, _problem in rendered_pages(root, data):
-        if text is not None:
-            found.extend((page, *f) for f in formulas(text))
-    done = subprocess.run(
-        [node, "-e", RUN_KATEX, str(KATEX)],
-        input=json.dumps([[tex, display] for *_, tex, display in found]),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    errors = json.loads(done.stdout)
-    return [
-        Problem(page, line, f"KaTeX cannot parse {tex.strip()!r}: {error}")
-        for (page, line, tex, _), error in zip(found, errors, strict=True)
-        if error
-    ]
+        for line, tex, display in formulas(text or ""):
+            try:
+                typesetter.render(tex.strip(), display)
+            except MathError as exc:
+                message = f"KaTeX cannot parse {tex.strip()!r}: {exc}"
+                problems.append(Problem(page, line, message))
+    return problems

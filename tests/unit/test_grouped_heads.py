@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mha_ref import numpy_ref, torch_ref
+from mha_ref import numpy_ref, pitfalls, torch_ref
 from mha_ref.tolerances import atol
 
 B, H, T, D_HEAD = 2, 6, 5, 4
@@ -100,8 +100,8 @@ def test_attention_tiled_heads_give_a_different_wrong_answer():
     # where SDPA's grouping makes it read head a
     q, k, v = qkv(n_kv_head=2)
     right = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    tiled, _ = torch_ref.attention(q, k.repeat(1, 3, 1, 1),
-                                   v.repeat(1, 3, 1, 1))
+    tiled, _ = torch_ref.attention(q, pitfalls.wrong_tile_kv_heads(k, 3),
+                                   pitfalls.wrong_tile_kv_heads(v, 3))
     assert (tiled - right).abs().max() > 1e-2
     # what tiling computes: query head h reads key/value head h % H_kv
     for h in range(H):

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mha_ref import kv_cache, torch_ref
+from mha_ref import kv_cache, pitfalls, torch_ref
 from mha_ref.tolerances import atol
 
 B, T, D_MODEL, N_HEAD = 2, 9, 16, 4
@@ -82,18 +82,11 @@ def test_kv_cache_holds_keys_rotated_at_absolute_positions(config):
 
 def cache_relative_forward(module, x, chunks):
     """The bug: RoPE restarts at position 0 in every chunk."""
-    cache, outputs, start = kv_cache.KVCache(), [], 0
+    cache, outputs = kv_cache.KVCache(), []
     for n in chunks:
-        chunk = x[:, start:start + n]
-        q, k, v = module.project(chunk, positions=torch.arange(n))  # bug
-        cache.append(k, v)
-        blocked = torch_ref.causal_mask_for_positions(
-            torch.arange(start, start + n), torch.arange(cache.length)
-        )
-        out, _ = torch_ref.attention(q, cache.keys, cache.values, blocked)
-        outputs.append(module.wo(module.merge_heads(out)))
-        start += n
-    return torch.cat(outputs, dim=1)
+        chunk = x[:, cache.length:cache.length + n]  # (B, n, d_model)
+        outputs.append(pitfalls.wrong_cached_step(module, cache, chunk))
+    return torch.cat(outputs, dim=1)  # (B, T, d_model)
 
 
 @pytest.mark.parametrize("config", [(N_HEAD, True), (2, True)],
@@ -135,6 +128,18 @@ def test_cached_forward_last_step_sees_every_key_unlike_is_causal():
         last, k, v, is_causal=True, enable_gqa=True
     )
     assert (upper_left - right).abs().max() > 1e-2
+
+
+@pytest.mark.parametrize("values", [(10.0, 20.0, 30.0, 40.0, 50.0),
+                                    (1.0, -3.0, 8.0)])
+def test_single_query_is_causal_sees_key_zero_only(values):
+    no_mask, is_causal = kv_cache.single_query_is_causal(values)
+    torch.testing.assert_close(
+        no_mask, torch.tensor([sum(values) / len(values)],
+                              dtype=torch.float64))
+    # upper-left alignment: the one query row is treated as position 0
+    torch.testing.assert_close(
+        is_causal, torch.tensor([values[0]], dtype=torch.float64))
 
 
 @pytest.mark.parametrize(("chunks", "error", "words"), [

@@ -11,7 +11,7 @@
 # ---
 
 # %% [markdown]
-# # Experiment: your version against the library
+# ## The experiment: your version against the library
 #
 # One set of weights, four implementations: the from-scratch
 # `torch_ref.MultiHeadAttention`, the same projections around PyTorch's

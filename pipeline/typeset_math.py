@@ -1,0 +1,183 @@
+"""Typeset the math of a built site with the vendored KaTeX.
+
+    python -m pipeline.typeset_math SITE   # make site runs it on site/
+
+pymdownx.arithmatex (generic mode) leaves one formula per element:
+``<span class="arithmatex">\\(...\\)</span>`` inline and
+``<div class="arithmatex">\\[...\\]</div>`` for display math. This step
+replaces each by KaTeX's HTML and MathML (for screen readers), so the
+first paint already shows the math and these pages load no KaTeX
+JavaScript. It reads only the built HTML, so it runs after either
+engine (MkDocs or Zensical). KaTeX runs in an embedded V8 (the PyPI
+package mini-racer): no Node.js needed. Typesetting is deterministic,
+and a page already typeset is left as it is.
+
+A formula KaTeX cannot parse stops the step, naming page and formula.
+"""
+
+import argparse
+import html
+import re
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KATEX = ROOT / "docs/assets/katex/katex.min.js"
+FORMULA = re.compile(
+    r'<(?P<tag>span|div) class="arithmatex">'
+    r"\s*\\(?P<open>[(\[])(?P<tex>.*?)\\[)\]]\s*</(?P=tag)>",
+    re.S,
+)
+# A notebook page (mkdocs-jupyter) keeps Jupyter's delimiters in the text
+# of its Markdown cells and LaTeX outputs (KaTeX auto-render's, in
+# docs/assets/javascripts/katex.js); code, pre and script are skipped.
+CELL = re.compile(
+    r'<div class="[^"]*\bjp-Rendered(?:Markdown|Latex)\b[^"]*"[^>]*>'
+)
+TAG = re.compile(
+    r"<!--.*?-->|<(?P<close>/?)(?P<name>[a-zA-Z][\w-]*)[^>]*>", re.S
+)
+SKIP = {"code", "pre", "script", "style", "svg", "math", "textarea"}
+NOTEBOOK_TEX = re.compile(
+    r"\$\$(?P<d1>.+?)\$\$|\\\[(?P<d2>.+?)\\\]"
+    r"|\\\((?P<i1>.+?)\\\)|(?<![\\$])\$(?P<i2>[^$]+?)(?<!\\)\$",
+    re.S,
+)
+# The options docs/assets/javascripts/katex.js uses in the browser, but
+# a parse error raises here instead of painting red text.
+OPTIONS = {"throwOnError": True, "output": "htmlAndMathml"}
+
+
+class MathError(ValueError):
+    """A formula KaTeX cannot parse; the message names page and formula."""
+
+
+class Typesetter:
+    """KaTeX's renderToString in an embedded V8, loaded once."""
+
+    def __init__(self, katex=KATEX):
+        from py_mini_racer import MiniRacer
+
+        self.js = MiniRacer()
+        self.js.eval(Path(katex).read_text(encoding="utf-8"))
+        self.rendered = 0  # formulas typeset so far
+
+    def render(self, tex, display):
+        """KaTeX's HTML for one formula; MathError if it cannot parse."""
+        options = {**OPTIONS, "displayMode": display}
+        try:
+            out = self.js.call("katex.renderToString", tex, options)
+        except Exception as exc:  # KaTeX's ParseError, through V8
+            message = str(exc).strip().splitlines()[0]
+            message = re.sub(r"^<anonymous>:\d+:\s*", "", message)
+            raise MathError(message) from exc
+        self.rendered += 1
+        return out
+
+    def page(self, text, name="page"):
+        """The page's HTML with every formula typeset (notebooks too)."""
+        errors = []
+
+        def typeset(match):
+            tex = html.unescape(match["tex"]).strip()
+            try:
+                body = self.render(tex, display=match["open"] == "[")
+            except MathError as exc:
+                errors.append(f"{name}: KaTeX cannot parse {tex!r}: {exc}")
+                return match[0]
+            tag = match["tag"]
+            return f'<{tag} class="arithmatex">{body}</{tag}>'
+
+        def typeset_tex(match):
+            display = match["d1"] or match["d2"]
+            tex = html.unescape(display or match["i1"] or match["i2"])
+            try:
+                return self.render(tex.strip(), display=bool(display))
+            except MathError as exc:
+                errors.append(
+                    f"{name}: KaTeX cannot parse {tex.strip()!r}: {exc}"
+                )
+                return match[0]
+
+        out = FORMULA.sub(typeset, text)
+        if CELL.search(out):
+            out = notebook_math(
+                out, lambda t: NOTEBOOK_TEX.sub(typeset_tex, t)
+            )
+        if errors:
+            raise MathError("\n".join(errors))
+        return out
+
+
+def notebook_math(text, typeset):
+    """``typeset(text)`` applied to the prose of every notebook cell.
+
+    A cell runs from its opening div to the matching close; inside it,
+    text in code, pre, script, style, svg or math is left alone.
+    """
+    out, done = [], 0
+    for cell in CELL.finditer(text):
+        if cell.start() < done:
+            continue  # nested in a cell already handled
+        out.append(text[done : cell.end()])
+        depth, skip, at = 1, 0, cell.end()
+        for tag in TAG.finditer(text, cell.end()):
+            piece = text[at : tag.start()]
+            out.append(piece if skip else typeset(piece))
+            out.append(tag[0])
+            at = tag.end()
+            name = (tag["name"] or "").lower()
+            step = -1 if tag["close"] else 1
+            if name == "div":
+                depth += step
+            elif name in SKIP and not tag[0].endswith("/>"):
+                skip = max(skip + step, 0)
+            if depth == 0:
+                break
+        done = at
+    out.append(text[done:])
+    return "".join(out)
+
+
+def typeset_site(site, typesetter=None):
+    """Typeset every HTML page under ``site``; return the formula count.
+
+    Pages that parse are written even when another page fails; the
+    MathError then lists every formula that failed, with its page.
+    """
+    typesetter = typesetter or Typesetter()
+    errors, start = [], typesetter.rendered
+    for path in sorted(Path(site).rglob("*.html")):
+        text = path.read_text(encoding="utf-8")
+        try:
+            new = typesetter.page(text, path.relative_to(site).as_posix())
+        except MathError as exc:
+            errors.append(str(exc))
+            continue
+        if new != text:
+            path.write_text(new, encoding="utf-8")
+    if errors:
+        raise MathError("\n".join(errors))
+    return typesetter.rendered - start
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.typeset_math",
+        description=__doc__.split("\n")[0],
+    )
+    parser.add_argument("site", type=Path, help="the built site folder")
+    args = parser.parse_args(argv)
+    if not args.site.is_dir():
+        parser.error(f"{args.site} is not a folder: build the site first")
+    try:
+        count = typeset_site(args.site)
+    except MathError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    print(f"typeset {count} formulas in {args.site}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
