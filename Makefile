@@ -39,7 +39,7 @@ site-zensical: generate zensical-config ## the same site with Zensical
 	$(PY) -m zensical build --strict -f zensical.yml
 	$(PY) -m pipeline.typeset_math site-zensical
 
-serve-fast: generate zensical-config ## Zensical's faster live preview
+serve-fast: generate zensical-config ## Zensical's live preview (127.0.0.1:8000)
 	@echo "Zensical's server: prose edits reload fast; no --strict there"
 	$(PY) -m zensical serve -f zensical.yml -a $(HOST)
 
@@ -49,7 +49,7 @@ test: site site-zensical browser ## build both sites, run every test
 	MHA_REF_SITE=site-zensical $(PY) -m pytest -q -m browser tests/browser
 
 fast: generate ## the quick checks while writing (no site, no browser)
-	$(PY) -m pytest -x -q tests/unit tests/docs mha_ref
+	$(PY) -m pytest -x -q -m "not build" tests/unit tests/docs mha_ref
 
 bench: $(STAMP) ## benchmarks: build times, page load, implementations
 	$(PY) -m bench

@@ -15,7 +15,8 @@ One module per part, each with its own docstring:
 - build_times: cold, warm and floor builds in a temporary copy.
 - reading: headless Chromium against the built site, cold cache.
 - implementations: time and memory of each attention, against SDPA.
-- katex_prerender: formulas typeset at build time, and the decision.
+- katex_prerender: math on the first paint (typeset at build time):
+  math / FCP, layout shift and bytes of every page, and the step itself.
 - decode: one decode step with a long KV cache, per number of KV heads.
 
 A run of some parts (--only) keeps the other parts of the report.

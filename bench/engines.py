@@ -63,7 +63,7 @@ def _fetch(url):
         return None
 
 
-def _wait_for(url, marker, timeout=120.0):
+def _wait_for(url, marker, timeout=300.0):
     """Seconds until url's body holds marker (polled every 20 ms)."""
     start = time.perf_counter()
     while time.perf_counter() - start < timeout:
@@ -77,15 +77,20 @@ def _wait_for(url, marker, timeout=120.0):
 @contextlib.contextmanager
 def _server(repo, engine):
     port = _free_port()
-    process = subprocess.Popen(
-        [*SERVE[engine], f"127.0.0.1:{port}"],
-        cwd=repo,
-        env=CHILD_ENV,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    log = repo / f".bench-serve-{engine}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [*SERVE[engine], f"127.0.0.1:{port}"],
+            cwd=repo,
+            env=CHILD_ENV,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     try:
         yield f"http://127.0.0.1:{port}/{PAGE}/"
+    except TimeoutError as exc:
+        tail = log.read_text(errors="replace")[-2000:]
+        raise TimeoutError(f"{exc}; {engine} serve said:\n{tail}") from exc
     finally:
         process.terminate()
         try:

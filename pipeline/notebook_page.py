@@ -18,6 +18,10 @@ import re
 # Zensical would otherwise render the page as a macros template: a
 # notebook's Python (``x << 2``) is not one.
 FRONT_MATTER = "---\nrender_macros: false\n---\n"
+# Cells with these tags are in the download, not on the page: the same
+# list as mkdocs.yml's mkdocs-jupyter remove_tag_config.remove_cell_tags
+# (tests/engines compares the two pages, so a mismatch fails there).
+REMOVE_CELL_TAGS = frozenset({"carry"})
 
 
 # [text](target) in a Markdown cell; images too (the ! is outside)
@@ -98,6 +102,8 @@ def notebook_markdown(nb, download, page_url):
     """
     blocks = []
     for cell in nb["cells"]:
+        if REMOVE_CELL_TAGS & set(cell.get("metadata", {}).get("tags", [])):
+            continue
         source = _source(cell).strip("\n")
         if cell["cell_type"] == "markdown":
             blocks.append(_source_links(source, page_url))

@@ -1,13 +1,15 @@
-"""Execute a jupytext script into a notebook whose bytes reproduce.
+"""Execute each page's notebook into an .ipynb whose bytes reproduce.
 
-Every ``topics/notebooks/<name>.py`` (jupytext percent format) is
-executed with nbclient (kernel python3) into
-``notebooks/<name>.ipynb`` (and its Markdown page, notebook_page.py),
-cached like a topic on its source, this file
-and mha_ref (pipeline/build.py); a failing cell fails the build. Volatile
-metadata (timings, kernel versions, random cell ids) is stripped so the
-bytes reproduce. jupytext and nbclient are imported only when a notebook
-runs, so a cached build never loads them.
+Each page's notebook, composed by compose.py (its sections, the mha_ref
+files they need, and ``topics/notebooks/<name>.py`` if any), is executed
+with nbclient in an empty folder, by a kernel that cannot import the
+repository (standalone_kernel_argv), into ``notebooks/<name>.ipynb``
+(and its Markdown page, notebook_page.py), cached like a topic on its
+recipe, its script, these files and mha_ref (pipeline/build.py); a
+failing cell fails the build. Volatile metadata (timings, kernel
+versions, random cell ids) is stripped so the bytes reproduce. jupytext
+and nbclient are imported only when a notebook runs, so a cached build
+never loads them.
 """
 
 import json
@@ -138,10 +140,10 @@ def _check_sections(nb):
     run unchanged, it must print nothing, or the page and the carried
     file disagree."""
     for cell in nb.cells:
-        if cell.cell_type == "code" and cell.source.startswith("%%section"):
-            if cell.outputs:
-                first = cell.source.splitlines()[0]
-                raise ValueError(f"{first}: differs from its carried file")
+        shown = cell.cell_type == "code" and cell.source.startswith("%%sec")
+        if shown and cell.outputs:
+            first = cell.source.splitlines()[0]
+            raise ValueError(f"{first}: differs from its carried file")
 
 
 def _strip(nb):

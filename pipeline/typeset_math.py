@@ -48,6 +48,17 @@ NOTEBOOK_TEX = re.compile(
 OPTIONS = {"throwOnError": True, "output": "htmlAndMathml"}
 
 
+# The KaTeX fonts nearly every formula uses, preloaded on the pages with
+# math: they then arrive with the page, before its first paint, instead of
+# when the CSS first asks for them, which reflows the lines around the
+# math (katex.min.css uses font-display: block).
+PRELOAD_FONTS = ["KaTeX_Main-Regular.woff2", "KaTeX_Math-Italic.woff2"]
+PRELOAD = (
+    '<link rel="preload" href="{root}assets/katex/fonts/{font}" as="font" '
+    'type="font/woff2" crossorigin>'
+)
+
+
 class MathError(ValueError):
     """A formula KaTeX cannot parse; the message names page and formula."""
 
@@ -149,16 +160,29 @@ def typeset_site(site, typesetter=None):
     errors, start = [], typesetter.rendered
     for path in sorted(Path(site).rglob("*.html")):
         text = path.read_text(encoding="utf-8")
+        relative = path.relative_to(site)
         try:
-            new = typesetter.page(text, path.relative_to(site).as_posix())
+            new = typesetter.page(text, relative.as_posix())
         except MathError as exc:
             errors.append(str(exc))
             continue
+        new = preload_fonts(new, "../" * (len(relative.parts) - 1))
         if new != text:
             path.write_text(new, encoding="utf-8")
     if errors:
         raise MathError("\n".join(errors))
     return typesetter.rendered - start
+
+
+def preload_fonts(text, root):
+    """Preload links for the math fonts in a page that shows math.
+
+    ``root`` is the way from the page to the site's root ("../../").
+    """
+    if 'class="katex"' not in text or "KaTeX_Main-Regular.woff2" in text:
+        return text
+    links = "".join(PRELOAD.format(root=root, font=f) for f in PRELOAD_FONTS)
+    return text.replace("</head>", links + "</head>", 1)
 
 
 def main(argv=None):

@@ -112,6 +112,8 @@ def derive(mkdocs_yml):
     config["site_dir"] = SITE_DIR
     config["nav"] = _notebook_pages(config.get("nav", []))
     config["exclude_docs"] = _let_in_notebook_pages(config.get("exclude_docs"))
+    if config.get("not_in_nav"):  # the notebooks' pages, like the .ipynb
+        config["not_in_nav"] += f"{NOTEBOOKS}*.md\n"
     config.setdefault("theme", {})["variant"] = "classic"
     config.setdefault("markdown_extensions", []).append(EXTENSION)
     config["plugins"] = [  # Zensical has no notebook plugin: drop it

@@ -356,11 +356,16 @@ def render(data, out):
         for key, label, colour, marker in (
             (
                 "reference_s",
-                "reference (repeat_interleave)",
+                "reference cached_step",
                 theme.series[1],
                 "s",
             ),
-            ("sdpa_s", "SDPA, enable_gqa=True", theme.series[0], "o"),
+            (
+                "sdpa_s",
+                "SDPA, enable_gqa, cache allocated once",
+                theme.series[0],
+                "o",
+            ),
         ):
             ax.plot(
                 heads,

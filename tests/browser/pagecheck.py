@@ -236,6 +236,8 @@ def overflow_problems(page):
     Tables, code blocks and display formulas may be wider than the
     screen, but only inside a box that scrolls (overflow-x auto/scroll)
     and ends within the screen; a box that clips them hides content.
+    Every other element of the content ends within the content column
+    (and the screen) unless it is inside a box that scrolls.
     """
     return page.evaluate(
         """() => {
@@ -274,6 +276,36 @@ def overflow_problems(page):
           else if (out(box))
             found.push(`${name}'s scrolling box ends past the screen: ` +
                        text);
+        }
+        // Any other element of the content (a figure, a control, a
+        // formula in a paragraph) that ends past the content column, or
+        // the screen, and scrolls in no box of its own: cut off.
+        const root = document.querySelector(".md-content article") ||
+                     document.querySelector("article");
+        if (!root) return found;
+        const edge = Math.min(vw, root.parentElement
+                                  .getBoundingClientRect().right);
+        const wide = [];
+        for (const el of root.querySelectorAll("*")) {
+          if (el.closest(BLOCKS.replace(/article /g, ""))) continue;
+          const r = el.getBoundingClientRect();
+          if (!r.width || r.right <= edge + 1) continue;
+          let box = el.parentElement, scrolls = false;
+          for (; box && box !== root.parentElement; box = box.parentElement) {
+            const o = getComputedStyle(box).overflowX;
+            if (o === "auto" || o === "scroll") { scrolls = true; break; }
+          }
+          if (!scrolls) wide.push(el);
+        }
+        for (const el of wide) {
+          if (wide.includes(el.parentElement)) continue; // its box is named
+          const name = el.tagName.toLowerCase() + (el.classList.length ?
+                       "." + el.classList[0] : "");
+          const right = Math.round(el.getBoundingClientRect().right);
+          const text = el.textContent.replace(/\s+/g, " ").slice(0, 40);
+          found.push(`${name} ends at ${right}px, past the content ` +
+                     `column (${Math.round(edge)}px), in no scrolling ` +
+                     `box: ${text}`);
         }
         return found;
         }"""

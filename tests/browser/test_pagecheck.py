@@ -291,6 +291,23 @@ def test_overflow_problems_detects_cut_off_table(synthetic):
     ]
 
 
+def test_overflow_problems_detects_wide_element_in_no_scrolling_box(
+    synthetic,
+):
+    page, _, _ = synthetic(
+        '<div style="overflow-x:auto"><p style="width:700px">fine</p></div>'
+        '<div class="figure" style="width:700px"><p>cut off</p></div>',
+        viewport=PHONE,
+        katex=False,
+    )
+    problems = pagecheck.overflow_problems(page)
+    assert problems[0].startswith("page scrolls sideways")
+    assert problems[1:] == [
+        "div.figure ends at 708px, past the content column (390px), in no "
+        "scrolling box: cut off"
+    ]
+
+
 def test_site_pages_lists_each_page_but_404_and_assets(tmp_path):
     for rel in [
         "",
