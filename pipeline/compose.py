@@ -26,6 +26,7 @@ notebook, but moving, adding or removing a section does.
 """
 
 import ast
+import functools
 import re
 from pathlib import Path
 
@@ -151,6 +152,7 @@ def page_blocks(markdown):
     return blocks, title
 
 
+@functools.cache  # each page re-reads the same files: parse each once
 def _mha_imports(source, package="mha_ref"):
     """The mha_ref modules a Python source (or a notebook) imports."""
     found = set()
@@ -167,7 +169,7 @@ def _mha_imports(source, package="mha_ref"):
                 found.add(m[1] or m[3])
             else:
                 found.update(n.strip() for n in m[2].split(",") if n.strip())
-        return found
+        return frozenset(found)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
@@ -182,7 +184,7 @@ def _mha_imports(source, package="mha_ref"):
             for alias in node.names:
                 if alias.name.startswith(package + "."):
                     found.add(alias.name.split(".")[1])
-    return found
+    return frozenset(found)
 
 
 def carried_files(root, recipe):
