@@ -95,6 +95,7 @@ def main(argv=None):
             report["katex"] = bench_math(
                 repo, Path(tmp), 3 if args.quick else 5
             )
+            report["katex"]["environment"] = report["environment"]
     if "impl" in parts:
         report["impl"] = bench_impl(
             QUICK_LENGTHS if args.quick else IMPL_LENGTHS, args.threads

@@ -192,8 +192,10 @@ def _katex_md(k):
         f"(target <= {t['layout_shift']['max']}: "
         f"{'met' if t['layout_shift']['met'] else 'NOT met'}); client "
         f"{k['worst']['client']['layout_shift']:.3f}",
+        *_measured_by(k),
         "",
-        "| page | formulas | FCP (ms) | math / FCP | layout shift | bytes "
+        "| page | arithmatex formulas | FCP (ms) | math / FCP | layout "
+        "shift | bytes "
         "| KaTeX JS | client: math / FCP | client: layout shift | "
         "client: bytes |",
         "|:--|--:|--:|--:|--:|--:|:--|--:|--:|--:|",
@@ -237,6 +239,18 @@ def _decode_md(d):
         f"({env['cores_available']} cores available).",
     ]
     return lines
+
+
+def _measured_by(section):
+    """A line naming the run that measured a section, when it says."""
+    env = section.get("environment")
+    if not env:
+        return []
+    return [
+        f"- measured at commit {env['commit']}"
+        f"{' (uncommitted changes)' if env.get('tree_dirty') else ''} on "
+        f"{env['cpu']} ({env['cores_available']} cores), {env['chromium']}"
+    ]
 
 
 def strip_shapes(report):

@@ -288,6 +288,9 @@ def overflow_problems(page):
         const wide = [];
         for (const el of root.querySelectorAll("*")) {
           if (el.closest(BLOCKS.replace(/article /g, ""))) continue;
+          // KaTeX's stretchy SVG paths are clipped by design, and its
+          // MathML copy is visually hidden (for screen readers only)
+          if (el.closest("svg path, .katex-mathml")) continue;
           const r = el.getBoundingClientRect();
           if (!r.width || r.right <= edge + 1) continue;
           let box = el.parentElement, scrolls = false;
@@ -302,7 +305,7 @@ def overflow_problems(page):
           const name = el.tagName.toLowerCase() + (el.classList.length ?
                        "." + el.classList[0] : "");
           const right = Math.round(el.getBoundingClientRect().right);
-          const text = el.textContent.replace(/\s+/g, " ").slice(0, 40);
+          const text = el.textContent.replace(/\\s+/g, " ").slice(0, 40);
           found.push(`${name} ends at ${right}px, past the content ` +
                      `column (${Math.round(edge)}px), in no scrolling ` +
                      `box: ${text}`);

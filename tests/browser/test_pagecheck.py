@@ -303,7 +303,7 @@ def test_overflow_problems_detects_wide_element_in_no_scrolling_box(
     problems = pagecheck.overflow_problems(page)
     assert problems[0].startswith("page scrolls sideways")
     assert problems[1:] == [
-        "div.figure ends at 708px, past the content column (390px), in no "
+        "div.figure ends at 708px, past the content column (382px), in no "
         "scrolling box: cut off"
     ]
 

@@ -21,9 +21,11 @@
 # key), and every row of $A$ still sums to 1.
 
 # %%
+import matplotlib.pyplot as plt
 import numpy as np
+import torch
 
-from mha_ref import numpy_ref
+from mha_ref import numpy_ref, torch_ref
 
 np.set_printoptions(precision=3, suppress=True)
 q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]])  # (T, d)
@@ -47,8 +49,6 @@ print("row sums:", weights.sum(axis=-1))
 # the length 2, or combine two masks with `|`.
 
 # %%
-import matplotlib.pyplot as plt
-
 masks = {
     "no mask": None,
     "causal": mask,
@@ -56,12 +56,19 @@ masks = {
     "padding, length 3": numpy_ref.key_padding_mask([3], tk=4)[0, 0],
 }
 fig, axes = plt.subplots(1, 3, figsize=(9, 3), sharey=True)
-for ax, (name, m) in zip(axes, masks.items()):
+for ax, (name, m) in zip(axes, masks.items(), strict=True):
     _, w = numpy_ref.attention(q, k, v, m)
     ax.imshow(w, vmin=0, vmax=1, cmap="viridis")
     for (i, j), x in np.ndenumerate(w):
-        ax.text(j, i, f"{x:.2f}", ha="center", va="center",
-                color="white" if x < 0.5 else "black", fontsize=8)
+        ax.text(
+            j,
+            i,
+            f"{x:.2f}",
+            ha="center",
+            va="center",
+            color="white" if x < 0.5 else "black",
+            fontsize=8,
+        )
     ax.set_title(name)
     ax.set_xticks(range(len(k)))
     ax.set_yticks(range(len(q)))
@@ -79,15 +86,15 @@ plt.show()
 # that moves.
 
 # %%
-import torch
-
-from mha_ref import torch_ref
 
 out_t, weights_t = torch_ref.attention(
-    torch.tensor(q), torch.tensor(k), torch.tensor(v),
+    torch.tensor(q),
+    torch.tensor(k),
+    torch.tensor(v),
     torch_ref.causal_mask(len(q)),
 )
 diff_out = np.abs(out_t.numpy() - out).max()
 diff_weights = np.abs(weights_t.numpy() - weights).max()
-print(f"max |NumPy - PyTorch|: output {diff_out:.1e}, "
-      f"weights {diff_weights:.1e}")
+print(
+    f"max |NumPy - PyTorch|: output {diff_out:.1e}, weights {diff_weights:.1e}"
+)

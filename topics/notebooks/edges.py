@@ -26,7 +26,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from mha_ref import torch_ref
+from mha_ref import pitfalls, tiled, torch_ref
 
 torch.manual_seed(0)
 T, d = 3, 4
@@ -89,8 +89,6 @@ except ValueError as error:
 # holds. Try `200.0` $\to$ `100.0`, or 256 keys.
 
 # %%
-from mha_ref import pitfalls, tiled
-
 q16 = torch.zeros(1, 1, 1, 8, dtype=torch.float16)  # (B, H, Tq, d)
 k16 = torch.zeros(1, 1, 512, 8, dtype=torch.float16)  # (B, H, Tk, d)
 v16 = torch.full((1, 1, 512, 1), 200.0, dtype=torch.float16)

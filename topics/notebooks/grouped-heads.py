@@ -51,7 +51,11 @@ k = torch.randn(1, H_kv, T, d, dtype=torch.float64)  # (B, H_kv, T, d)
 v = torch.randn(1, H_kv, T, d, dtype=torch.float64)
 mask = torch_ref.causal_mask(T)  # (T, T), True = blocked
 sdpa = F.scaled_dot_product_attention(
-    q, k, v, attn_mask=~mask, enable_gqa=True  # SDPA: True = allowed
+    q,
+    k,
+    v,
+    attn_mask=~mask,
+    enable_gqa=True,  # SDPA: True = allowed
 )
 ours, _ = torch_ref.attention(q, k, v, mask)
 tiled_kv = [pitfalls.wrong_tile_kv_heads(t, G) for t in (k, v)]
@@ -59,8 +63,10 @@ wrong_out, _ = torch_ref.attention(q, *tiled_kv, mask)
 print(f"ours vs SDPA: {(ours - sdpa).abs().max():.1e}")
 per_head = (wrong_out - sdpa).abs().amax(dim=(0, 2, 3))  # (H,)
 for h, diff in enumerate(per_head.tolist()):
-    print(f"tiled, query head {h}: reads head {h % H_kv} "
-          f"(should be {h // G}), difference {diff:.2e}")
+    print(
+        f"tiled, query head {h}: reads head {h % H_kv} "
+        f"(should be {h // G}), difference {diff:.2e}"
+    )
 
 # %% [markdown]
 # ## What shrinks
@@ -71,9 +77,12 @@ for h, diff in enumerate(per_head.tolist()):
 
 # %%
 for n_kv in [8, 4, 2, 1]:
-    module = torch_ref.MultiHeadAttention(512, 8, n_kv_head=n_kv,
-                                          device="meta")
+    module = torch_ref.MultiHeadAttention(
+        512, 8, n_kv_head=n_kv, device="meta"
+    )
     params = sum(p.numel() for p in module.parameters())
     cache = 2 * n_kv * module.d_head * 2  # K and V, 2 bytes each
-    print(f"H_kv = {n_kv}: wk.weight {tuple(module.wk.weight.shape)}, "
-          f"parameters {params:,}, cache {cache:,} bytes per token")
+    print(
+        f"H_kv = {n_kv}: wk.weight {tuple(module.wk.weight.shape)}, "
+        f"parameters {params:,}, cache {cache:,} bytes per token"
+    )

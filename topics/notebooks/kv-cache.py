@@ -23,7 +23,7 @@
 # %%
 import torch
 
-from mha_ref import kv_cache, torch_ref
+from mha_ref import kv_cache, pitfalls, torch_ref
 
 values = (10.0, 20.0, 30.0, 40.0, 50.0)
 aligned, upper_left = kv_cache.cached_attention_example(values)
@@ -49,15 +49,16 @@ print(upper_left_mask.int().numpy())
 # %%
 torch.manual_seed(0)
 T = 10
-module = torch_ref.MultiHeadAttention(16, 4, n_kv_head=2, rope=True,
-                                      dtype=torch.float64)
+module = torch_ref.MultiHeadAttention(
+    16, 4, n_kv_head=2, rope=True, dtype=torch.float64
+)
 x = torch.randn(2, T, 16, dtype=torch.float64)  # (B, T, d_model)
 with torch.no_grad():
     full = module(x, mask=torch_ref.causal_mask(T))[0]  # (B, T, d_model)
     for chunks in ([6, 1, 1, 1, 1], [1] * T, [T], [3, 4, 3]):
         cached = kv_cache.cached_forward(module, x, chunks)
         diff = (cached - full).abs().max().item()
-        print(f"chunks {str(chunks):<32}: max difference {diff:.1e}")
+        print(f"chunks {chunks!s:<32}: max difference {diff:.1e}")
 
 # %% [markdown]
 # ## The RoPE bug: positions counted from the chunk
@@ -67,13 +68,12 @@ with torch.no_grad():
 # single step after it does not. In one chunk the bug cannot be seen.
 
 # %%
-from mha_ref import pitfalls
 
 
 def wrong_forward(chunks):
     cache, outputs = kv_cache.KVCache(), []
     for n in chunks:
-        chunk = x[:, cache.length:cache.length + n]  # (B, n, d_model)
+        chunk = x[:, cache.length : cache.length + n]  # (B, n, d_model)
         outputs.append(pitfalls.wrong_cached_step(module, cache, chunk))
     return torch.cat(outputs, dim=1)  # (B, T, d_model)
 

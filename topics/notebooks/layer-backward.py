@@ -17,16 +17,18 @@
 # One causal attention of 2 heads, 5 positions, float64. PyTorch's
 # autograd differentiates $L = \sum O \odot dO$ through
 # `torch_ref.attention`; `numpy_ref.attention_backward` computes the
-# same gradients by hand. Edit one of the NumPy backward steps above
-# (drop the `/ math.sqrt(d)` of `dq` in `attention-backward-dq-dk`,
-# say), run that cell, then rerun this one: only the gradients that
-# step feeds jump.
+# same gradients by hand. Edit the whole NumPy `attention-backward`
+# section above (drop the `/ math.sqrt(d)` of `dq`, say), run it, then
+# rerun this cell: only the gradients that step feeds jump. (Edit the
+# whole function rather than one of its step cells: when the notebook
+# runs top to bottom, the whole-function cell comes later and would put
+# the step back.)
 
 # %%
 import numpy as np
 import torch
 
-from mha_ref import numpy_ref, torch_ref
+from mha_ref import numpy_ref, tiled, torch_ref
 
 rng = np.random.default_rng(0)
 H, T, d = 2, 5, 4
@@ -36,7 +38,7 @@ leaves = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
 out, _ = torch_ref.attention(*leaves, torch.from_numpy(mask))
 out.backward(torch.from_numpy(dout))  # dL/dO = dout
 ours = numpy_ref.attention_backward(q, k, v, dout, mask)
-for name, mine, leaf in zip(["dq", "dk", "dv"], ours, leaves):
+for name, mine, leaf in zip(["dq", "dk", "dv"], ours, leaves, strict=True):
     diff = np.abs(mine - leaf.grad.numpy()).max()
     print(f"{name}: max |ours - autograd| {diff:.1e}")
 
@@ -75,12 +77,12 @@ for name, grad in grads.items():
 # $\operatorname{rowsum}(dA \odot A)$, which a tile could not see.
 
 # %%
-from mha_ref import tiled
-
 tiled_grads = tiled.tiled_attention_backward_numpy(
     q, k, v, dout, causal=True, block_q=2, block_k=3
 )
-for name, plain, tiled_grad in zip(["dq", "dk", "dv"], ours, tiled_grads):
+for name, plain, tiled_grad in zip(
+    ["dq", "dk", "dv"], ours, tiled_grads, strict=True
+):
     diff = np.abs(tiled_grad - plain).max()
     print(f"{name}: max |tiled - plain| {diff:.1e}")
 o, a = numpy_ref.attention(q, k, v, mask)  # (H, T, d), (H, T, T)

@@ -24,7 +24,7 @@
 # %%
 import numpy as np
 
-from mha_ref import numpy_ref
+from mha_ref import numpy_ref, torch_ref
 
 B, T, d_model, n_head = 1, 3, 8, 2
 t = np.arange(T)[:, None]  # (T, 1)
@@ -70,10 +70,10 @@ print(f"max |one GEMM - head by head|: {np.abs(y - y_heads).max():.1e}")
 # does not divide 64 to see the error the constructor raises.
 
 # %%
-from mha_ref import torch_ref
-
 for n in [1, 2, 4, 8, 16]:
     module = torch_ref.MultiHeadAttention(64, n)
     count = sum(p.numel() for p in module.parameters())
-    print(f"n_head = {n:>2}: d_head = {module.d_head:>2}, "
-          f"parameters {count:,} = {count / 64**2:.0f} x 64^2")
+    print(
+        f"n_head = {n:>2}: d_head = {module.d_head:>2}, "
+        f"parameters {count:,} = {count / 64**2:.0f} x 64^2"
+    )

@@ -43,6 +43,7 @@ twin = torch_ref.to_numpy(module)  # numpy_ref.MultiHeadAttention
 
 def forward(layer, x, mask, mistake=None):
     """The layer's forward, one step at a time, with at most one mistake."""
+
     def split(a):
         if mistake == "1 split":
             return pitfalls.wrong_split_heads(a, layer.n_head)
@@ -69,8 +70,8 @@ def forward(layer, x, mask, mistake=None):
 
 
 tolerance = tolerances.atol(np.float64)
-for mistake in [None, "1 split", "2 scale", "3 mask after", "4 axis",
-                "5 merge"]:
+mistakes = [None, "1 split", "2 scale", "3 mask after", "4 axis", "5 merge"]
+for mistake in mistakes:
     diff = np.abs(forward(twin, x, mask, mistake) - y_ref).max()
     verdict = "ok" if diff <= tolerance else "TOO LARGE"
     print(f"{mistake or 'none':<13}: max difference {diff:.1e}  {verdict}")
@@ -91,8 +92,7 @@ wrong_twin.Wq, wrong_twin.Wk, wrong_twin.Wv, wrong_twin.Wo = (
 )
 for name, layer in [("to_numpy", twin), ("no transpose", wrong_twin)]:
     diff = np.abs(layer(x, mask)[0] - y_ref).max()
-    print(f"{name:<13}: max difference {diff:.1e}, tolerance "
-          f"{tolerance:.0e}")
+    print(f"{name:<13}: max difference {diff:.1e}, tolerance {tolerance:.0e}")
 
 # %% [markdown]
 # ## Mistake 3 up close

@@ -49,9 +49,11 @@ for d in [4, 16, 64, 256]:
     s = (q * k).sum(axis=-1)  # (rows, keys): q . k
     top = numpy_ref.softmax(s).max(axis=-1)
     top_scaled = numpy_ref.softmax(s / np.sqrt(d)).max(axis=-1)
-    print(f"d = {d:>3}: std {s.std():5.2f} -> {(s / np.sqrt(d)).std():.2f}"
-          f"   top weight {np.median(top):.3f} -> "
-          f"{np.median(top_scaled):.3f}   (unscaled -> scaled)")
+    print(
+        f"d = {d:>3}: std {s.std():5.2f} -> {(s / np.sqrt(d)).std():.2f}"
+        f"   top weight {np.median(top):.3f} -> "
+        f"{np.median(top_scaled):.3f}   (unscaled -> scaled)"
+    )
 
 # %% [markdown]
 # ## Subtracting changes nothing, and saves the day

@@ -22,6 +22,7 @@
 
 # %%
 import numpy as np
+import torch
 
 from mha_ref import numpy_ref
 
@@ -56,9 +57,9 @@ def loss(scores):
     return g @ numpy_ref.softmax(scores)
 
 
-numeric = np.array([
-    (loss(s + h * e) - loss(s - h * e)) / (2 * h) for e in np.eye(len(s))
-])
+numeric = np.array(
+    [(loss(s + h * e) - loss(s - h * e)) / (2 * h) for e in np.eye(len(s))]
+)
 formula = numpy_ref.softmax_backward(numpy_ref.softmax(s), g)
 print("finite difference:", numeric)
 print("softmax_backward :", formula)
@@ -74,12 +75,12 @@ print(f"max difference   : {np.abs(numeric - formula).max():.1e}")
 # is back to a useful size.
 
 # %%
-import torch
-
-scores = torch.randn(8, 10, dtype=torch.float64,
-                     generator=torch.Generator().manual_seed(0))
-upstream = torch.randn(8, 10, dtype=torch.float64,
-                       generator=torch.Generator().manual_seed(1))
+scores = torch.randn(
+    8, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(0)
+)
+upstream = torch.randn(
+    8, 10, dtype=torch.float64, generator=torch.Generator().manual_seed(1)
+)
 scores.requires_grad_(True)
 probs = scores.softmax(dim=-1)  # (rows, keys)
 (autograd,) = torch.autograd.grad(probs, scores, upstream)
@@ -89,5 +90,7 @@ print(f"max |ours - autograd|: {np.abs(ours - autograd.numpy()).max():.1e}")
 for name, row in [("unscaled", [8.0, -8.0]), ("/ sqrt(64)", [1.0, -1.0])]:
     p = numpy_ref.softmax(np.array(row))
     grad = numpy_ref.softmax_backward(p, np.array([1.0, 0.0]))
-    print(f"{name:>10}: weights [{p[0]:.2e}, {p[1]:.2e}], "
-          f"score gradient [{grad[0]:.2e}, {grad[1]:.2e}]")
+    print(
+        f"{name:>10}: weights [{p[0]:.2e}, {p[1]:.2e}], "
+        f"score gradient [{grad[0]:.2e}, {grad[1]:.2e}]"
+    )

@@ -23,8 +23,9 @@
 
 # %%
 import numpy as np
+import torch
 
-from mha_ref import numpy_ref, tiled
+from mha_ref import numpy_ref, tiled, tolerances, torch_ref
 
 rng = np.random.default_rng(0)
 T, d = 10, 4
@@ -46,12 +47,15 @@ def tile_count(t, block_q, block_k):
 
 
 for block_q, block_k in [(5, 5), (4, 3), (1, 1), (16, 16)]:
-    out = tiled.tiled_attention_numpy(q, k, v, causal=True,
-                                      block_q=block_q, block_k=block_k)
+    out = tiled.tiled_attention_numpy(
+        q, k, v, causal=True, block_q=block_q, block_k=block_k
+    )
     visited, skipped = tile_count(T, block_q, block_k)
     diff = np.abs(out - plain).max()
-    print(f"blocks {block_q:>2} x {block_k:>2}: max difference {diff:.1e}, "
-          f"tiles visited {visited:>3}, skipped {skipped:>3}")
+    print(
+        f"blocks {block_q:>2} x {block_k:>2}: max difference {diff:.1e}, "
+        f"tiles visited {visited:>3}, skipped {skipped:>3}"
+    )
 
 # %% [markdown]
 # ## One row, block by block
@@ -70,14 +74,16 @@ state = (np.full((1, 1), -np.inf), np.zeros((1, 1)), np.zeros((1, d)))
 block = 3
 for j in range(0, T, block):
     state = tiled.online_softmax_update_numpy(
-        state, s_row[:, j:j + block], v[0, j:j + block]
+        state, s_row[:, j : j + block], v[0, j : j + block]
     )
-    m, l, _ = state
-    print(f"keys {j}..{min(j + block, T) - 1}: m = {m.item():.3f}, "
-          f"l = {l.item():.3f}")
-_, l, acc = state
+    m, ell, _ = state
+    print(
+        f"keys {j}..{min(j + block, T) - 1}: m = {m.item():.3f}, "
+        f"l = {ell.item():.3f}"
+    )
+_, ell, acc = state
 expected = numpy_ref.softmax(s_row) @ v[0]  # (1, d)
-print(f"max |O / l - softmax(s) v|: {np.abs(acc / l - expected).max():.1e}")
+print(f"max |O / l - softmax(s) v|: {np.abs(acc / ell - expected).max():.1e}")
 
 # %% [markdown]
 # ## The PyTorch mirror
@@ -87,13 +93,13 @@ print(f"max |O / l - softmax(s) v|: {np.abs(acc / l - expected).max():.1e}")
 # float32 tolerance.
 
 # %%
-import torch
-
-from mha_ref import tolerances, torch_ref
 
 qt, kt, vt = (torch.from_numpy(a).float() for a in (q, k, v))
 reference, _ = torch_ref.attention(qt, kt, vt, torch_ref.causal_mask(T))
-out = tiled.tiled_attention_torch(qt, kt, vt, causal=True, block_q=4,
-                                  block_k=3)
-print(f"float32: max difference {(out - reference).abs().max():.1e}, "
-      f"tolerance {tolerances.atol(torch.float32):.0e}")
+out = tiled.tiled_attention_torch(
+    qt, kt, vt, causal=True, block_q=4, block_k=3
+)
+print(
+    f"float32: max difference {(out - reference).abs().max():.1e}, "
+    f"tolerance {tolerances.atol(torch.float32):.0e}"
+)
