@@ -42,18 +42,21 @@ SWEEP_LEAD, SWEEP_D, SWEEP_BLOCK = (1, 2), 64, 64
 def peak_bytes_numpy(fn, *args, **kwargs):
     """Peak bytes allocated while fn runs (tracemalloc sees NumPy).
 
-    After one untraced warm-up call and a garbage collection, so that
-    first-call caches and leftover garbage do not move the peak: the
-    same bytes on every run, which keeps two builds identical.
+    After one untraced warm-up call and a garbage collection, and with
+    the collector off during the call, so that first-call caches and
+    garbage do not move the peak. A few bytes of Python objects still
+    vary from run to run: sweep() rounds to whole KiB.
     """
     fn(*args, **kwargs)
     gc.collect()
+    gc.disable()  # a collection mid-call would move the peak
     tracemalloc.start()
     try:
         fn(*args, **kwargs)
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+        gc.enable()
 
 
 def peak_bytes_torch_cpu(fn, *args, **kwargs):
@@ -116,6 +119,11 @@ def accuracy(seed=0):
     return rows
 
 
+def _kib(n_bytes):
+    """Bytes rounded to a whole number of KiB."""
+    return round(n_bytes / 1024) * 1024
+
+
 def sweep(seed=0):
     import numpy as np
 
@@ -129,12 +137,15 @@ def sweep(seed=0):
             rng.standard_normal((*SWEEP_LEAD, t, SWEEP_D)) for _ in range(3)
         )
         mask = numpy_ref.causal_mask(t)
+        # whole KiB: the same on every run (peak_bytes_numpy)
         result["plain_peak_bytes"].append(
-            peak_bytes_numpy(numpy_ref.attention, q, k, v, mask)
+            _kib(peak_bytes_numpy(numpy_ref.attention, q, k, v, mask))
         )
         result["tiled_peak_bytes"].append(
-            peak_bytes_numpy(
-                tiled.tiled_attention_numpy, q, k, v, causal=True, **blocks
+            _kib(
+                peak_bytes_numpy(
+                    tiled.tiled_attention_numpy, q, k, v, causal=True, **blocks
+                )
             )
         )
     plain, tiles = result["plain_peak_bytes"], result["tiled_peak_bytes"]

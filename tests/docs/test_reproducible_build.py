@@ -19,8 +19,6 @@ import pytest
 
 from bench.build_times import copy_repo
 
-pytestmark = pytest.mark.build
-
 STEPS = [
     [sys.executable, "-m", "pipeline", "--force"],
     [sys.executable, "-m", "mkdocs", "build", "--strict", "-q"],
@@ -72,6 +70,7 @@ def differing_files(a, b):
     return sorted(found)
 
 
+@pytest.mark.build
 def test_two_clean_builds_are_byte_identical(tmp_path):
     first, second = build_twice(tmp_path)
     differ = []
