@@ -33,11 +33,11 @@ serve: generate ## generate, then serve at http://127.0.0.1:8000 (reloads)
 
 site: generate ## generate, build site/ strictly, typeset its math
 	$(PY) -m mkdocs build --strict
-	$(PY) -m pipeline.typeset_math site
+	$(PY) -m pipeline.postbuild site
 
 site-zensical: generate zensical-config ## the same site with Zensical
 	$(PY) -m zensical build --strict -f zensical.yml
-	$(PY) -m pipeline.typeset_math site-zensical
+	$(PY) -m pipeline.postbuild site-zensical
 
 serve-fast: generate zensical-config ## Zensical's live preview (127.0.0.1:8000)
 	@echo "Zensical's server: prose edits reload fast; no --strict there"

@@ -17,9 +17,10 @@ import json
 import math
 import numbers
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import jinja2
+
+from pipeline.postbuild import colab_base
 
 # Names mkdocs-macros defines itself (variables, then macros); a data file
 # must not hide one of them.
@@ -174,62 +175,5 @@ def on_pre_page_macros(env):
     env.variables.update(load_data(data_dir_of(env)))
 
 
-# ------------------------------------------------- notebooks and Colab
-
-COLAB = "https://colab.research.google.com/github/"
-EDIT_URI = "edit/main/docs/"  # pages are edited on the main branch
-# The deploy workflow publishes the executed notebooks to this branch of
-# the repository (generated files are never committed on main).
-NOTEBOOK_BRANCH = "notebooks"
-
-
-def colab_base(repo_url, branch=NOTEBOOK_BRANCH):
-    """Colab's URL prefix for the notebooks of a GitHub repository.
-
-    https://github.com/o/r -> https://colab.research.google.com/github/o/r
-    /blob/notebooks/ (append "<name>.ipynb"); None without a repository
-    or for another host (Colab opens notebooks from GitHub only).
-    """
-    if not repo_url:
-        return None
-    parts = urlsplit(repo_url)
-    repo = parts.path.strip("/").removesuffix(".git")
-    if parts.netloc.lower() != "github.com" or repo.count("/") != 1:
-        return None
-    return f"{COLAB}{repo}/blob/{branch}/"
-
-
-def notebook_line(name, page_url, repo_url):
-    """Markdown offering notebook ``name`` on its page: open, download,
-    and open in Colab where the repository is known."""
-    up = "../" * page_url.count("/")  # "" or "scaling/" -> the site root
-    raw = f"{up}generated/notebooks/{name}/{name}.ipynb"  # include_source
-    links = [
-        f"[open it as a notebook](generated/notebooks/{name}.ipynb)",
-        f'<a href="{raw}" download>download the .ipynb</a>',
-    ]
-    base = colab_base(repo_url)
-    if base:
-        links.append(f'<a href="{base}{name}.ipynb">open it in Colab</a>')
-    listed = ", ".join(links[:-1]) + " or " + links[-1]
-    return (
-        f"Run this page's code yourself: {listed}. It runs with numpy, "
-        "torch and matplotlib alone.\n{ .mha-notebook-line }"
-    )
-
-
-def on_post_page_macros(env):
-    """MkDocs, after each page's macros: under its title, the line that
-    offers its notebook, when the generation step wrote one
-    (pipeline/compose.py: one per page that shows mha_ref code)."""
-    source = page_path(env.page)
-    name = source.removesuffix(".md")
-    notebook = Path(env.conf["docs_dir"], "generated/notebooks", name)
-    if "/" in name or not notebook.with_suffix(".ipynb").is_file():
-        return
-    url = getattr(env.page, "url", "") or ""
-    line = notebook_line(name, url, env.conf.get("repo_url"))
-    lines = env.markdown.splitlines()
-    title = next((i for i, s in enumerate(lines) if s.startswith("# ")), -1)
-    lines[title + 1 : title + 1] = ["", line, ""]
-    env.markdown = "\n".join(lines) + "\n"
+# Edit links point at the pages on main (MkDocs would guess master).
+EDIT_URI = "edit/main/docs/"

@@ -4,7 +4,7 @@ The working tree is never edited. A cold build (empty cache), a warm
 build after a prose-only edit, a warm build after an mha_ref edit, and
 the floor: `mkdocs build --strict` alone. A build is what `make site`
 runs: `python -m pipeline`, `mkdocs build --strict`, then
-`python -m pipeline.typeset_math site`.
+`python -m pipeline.postbuild site`.
 """
 
 import re
@@ -17,7 +17,7 @@ from bench.timing import ROOT, ratios, run, say, summary
 TARGETS = {"warm_prose_over_floor": 1.3, "cold_s": 60.0}
 MKDOCS = [sys.executable, "-m", "mkdocs", "build", "--strict", "-q"]
 GENERATE = [sys.executable, "-m", "pipeline"]
-TYPESET = [sys.executable, "-m", "pipeline.typeset_math", "site"]
+TYPESET = [sys.executable, "-m", "pipeline.postbuild", "site"]
 
 
 def run_build(repo):

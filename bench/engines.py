@@ -44,7 +44,7 @@ PAGE = "scaling"  # the page edited and fetched
 
 def make_site(repo, engine):
     """The steps of `make site` / `make site-zensical`; seconds."""
-    typeset = [PY, "-m", "pipeline.typeset_math", SITE[engine]]
+    typeset = [PY, "-m", "pipeline.postbuild", SITE[engine]]
     steps = [GENERATE] + ([CONFIG] if engine == "zensical" else [])
     return sum(run(c, repo)[0] for c in [*steps, BUILD[engine], typeset])
 

@@ -27,7 +27,7 @@ from bench.timing import run, say, summary
 
 TARGETS = {"math_over_fcp": 1.1, "layout_shift": 0.02}
 VIEWPORT = {"width": 1280, "height": 900}
-TYPESET = [sys.executable, "-m", "pipeline.typeset_math"]
+TYPESET = [sys.executable, "-m", "pipeline.postbuild"]
 MKDOCS = [sys.executable, "-m", "mkdocs", "build", "--strict", "-q", "-d"]
 
 # Runs before the page's own scripts. On every animation frame (what the
@@ -115,7 +115,7 @@ def client_site(repo, dest):
 
 
 def bench_typeset_step(repo, raw_site, work, runs):
-    """Time `python -m pipeline.typeset_math` on fresh copies."""
+    """Time `python -m pipeline.postbuild` on fresh copies."""
     seconds, output, site = [], "", work / "typeset-site"
     for _ in range(runs):
         shutil.rmtree(site, ignore_errors=True)

@@ -175,7 +175,7 @@ def _katex_md(k):
         "",
         f"`make site` typesets {step['formulas']} formulas on "
         f"{step['pages']} pages in {step['seconds']['median']:.2f} s "
-        "(`python -m pipeline.typeset_math`, KaTeX in an embedded V8); the "
+        "(`python -m pipeline.postbuild`, KaTeX in an embedded V8); the "
         f"HTML grows from {step['html_bytes_before']:,} to "
         f"{step['html_bytes_after']:,} bytes. Every page, {k['runs']} "
         f"cold-cache visits at {view['width']} x {view['height']}: "

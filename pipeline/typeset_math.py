@@ -1,6 +1,6 @@
 """Typeset the math of a built site with the vendored KaTeX.
 
-    python -m pipeline.typeset_math SITE   # make site runs it on site/
+Run by ``python -m pipeline.postbuild SITE`` after either engine.
 
 pymdownx.arithmatex (generic mode) leaves one formula per element:
 ``<span class="arithmatex">\\(...\\)</span>`` inline and
@@ -15,10 +15,8 @@ and a page already typeset is left as it is.
 A formula KaTeX cannot parse stops the step, naming page and formula.
 """
 
-import argparse
 import html
 import re
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -183,25 +181,3 @@ def preload_fonts(text, root):
         return text
     links = "".join(PRELOAD.format(root=root, font=f) for f in PRELOAD_FONTS)
     return text.replace("</head>", links + "</head>", 1)
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m pipeline.typeset_math",
-        description=__doc__.split("\n")[0],
-    )
-    parser.add_argument("site", type=Path, help="the built site folder")
-    args = parser.parse_args(argv)
-    if not args.site.is_dir():
-        parser.error(f"{args.site} is not a folder: build the site first")
-    try:
-        count = typeset_site(args.site)
-    except MathError as exc:
-        print(exc, file=sys.stderr)
-        return 1
-    print(f"typeset {count} formulas in {args.site}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

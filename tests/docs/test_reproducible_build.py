@@ -22,7 +22,7 @@ from bench.build_times import copy_repo
 STEPS = [
     [sys.executable, "-m", "pipeline", "--force"],
     [sys.executable, "-m", "mkdocs", "build", "--strict", "-q"],
-    [sys.executable, "-m", "pipeline.typeset_math", "site"],
+    [sys.executable, "-m", "pipeline.postbuild", "site"],
 ]
 COMPARED = ["site", "docs/generated"]
 

@@ -1,6 +1,7 @@
 """The repository setting: links with it, no broken links without it.
 
-Builds the site twice into temporary folders (strict), without and with
+Builds the site twice into temporary folders (strict, then the
+post-build step), without and with
 MHA_REF_REPO_URL, and reads the HTML: each page with a notebook offers
 it (open, download, Colab only with the setting), every relative link
 of that offer and of the notebook pages' buttons reaches a built file,
@@ -33,6 +34,15 @@ def _build(out, repo_url):
         env["MHA_REF_REPO_URL"] = repo_url
     run = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", out],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    # the notebook line is added after the engine, as make site does
+    run = subprocess.run(
+        [sys.executable, "-m", "pipeline.postbuild", str(out)],
         cwd=REPO,
         env=env,
         capture_output=True,

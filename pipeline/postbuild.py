@@ -1,0 +1,122 @@
+"""The step after either engine builds: math, and each page's notebook.
+
+    python -m pipeline.postbuild SITE   # make site runs it on site/
+
+It reads and writes only the built HTML, so MkDocs and Zensical sites
+get the same treatment:
+
+- every formula is typeset by the vendored KaTeX (typeset_math.py);
+- each page whose notebook the generation step wrote
+  (``docs/generated/notebooks/<page>.ipynb``) gets, under its title, the
+  line that offers it: open it on the site, download the ``.ipynb``, and
+  open it in Colab when MHA_REF_REPO_URL names a GitHub repository.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from pipeline.typeset_math import MathError, typeset_site
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "docs/generated/notebooks"
+COLAB = "https://colab.research.google.com/github/"
+# The deploy workflow publishes the executed notebooks to this branch of
+# the repository (generated files are never committed on main).
+NOTEBOOK_BRANCH = "notebooks"
+
+
+def colab_base(repo_url, branch=NOTEBOOK_BRANCH):
+    """Colab's URL prefix for the notebooks of a GitHub repository.
+
+    >>> colab_base("https://github.com/o/r")
+    'https://colab.research.google.com/github/o/r/blob/notebooks/'
+    >>> colab_base(None) is None, colab_base("https://gitlab.com/o/r")
+    (True, None)
+    """
+    if not repo_url:
+        return None
+    parts = urlsplit(repo_url)
+    repo = parts.path.strip("/").removesuffix(".git")
+    if parts.netloc.lower() != "github.com" or repo.count("/") != 1:
+        return None  # Colab opens notebooks from GitHub only
+    return f"{COLAB}{repo}/blob/{branch}/"
+
+
+def notebook_line(name, repo_url):
+    """The HTML offering notebook ``name`` on its page (one level deep).
+
+    >>> print(notebook_line("scaling", None))  # doctest: +ELLIPSIS
+    <p class="mha-notebook-line">Run this page's code yourself: <a ...
+    """
+    folder = f"../generated/notebooks/{name}/"
+    links = [
+        f'<a href="{folder}">open it as a notebook</a>',
+        f'<a href="{folder}{name}.ipynb" download>download the .ipynb</a>',
+    ]
+    base = colab_base(repo_url)
+    if base:
+        links.append(f'<a href="{base}{name}.ipynb">open it in Colab</a>')
+    listed = ", ".join(links[:-1]) + " or " + links[-1]
+    return (
+        f"<p class=\"mha-notebook-line\">Run this page's code yourself: "
+        f"{listed}. It runs with numpy, torch and matplotlib alone.</p>"
+    )
+
+
+def offer_notebooks(site, repo_url=None, notebooks=NOTEBOOKS):
+    """Add the notebook line to each page that has a notebook.
+
+    The ``.ipynb`` is placed beside its rendered page on either engine
+    (mkdocs-jupyter's include_source puts it there already). Returns the
+    page names that got the line.
+    """
+    site, offered = Path(site), []
+    for notebook in sorted(Path(notebooks).glob("*.ipynb")):
+        name = notebook.stem
+        page = site / name / "index.html"
+        rendered = site / "generated/notebooks" / name
+        if not page.is_file() or not rendered.is_dir():
+            continue
+        if not (rendered / notebook.name).is_file():
+            shutil.copyfile(notebook, rendered / notebook.name)
+        text = page.read_text(encoding="utf-8")
+        if 'class="mha-notebook-line"' in text:
+            continue  # already offered
+        end = text.find("</h1>")
+        if end < 0:
+            raise ValueError(f"{page}: no title to put the notebook under")
+        end += len("</h1>")
+        line = notebook_line(name, repo_url)
+        page.write_text(text[:end] + line + text[end:], encoding="utf-8")
+        offered.append(name)
+    return offered
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m pipeline.postbuild",
+        description=__doc__.split("\n")[0],
+    )
+    parser.add_argument("site", type=Path, help="the built site folder")
+    args = parser.parse_args(argv)
+    if not args.site.is_dir():
+        parser.error(f"{args.site} is not a folder: build the site first")
+    try:
+        count = typeset_site(args.site)
+    except MathError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    offered = offer_notebooks(args.site, os.environ.get("MHA_REF_REPO_URL"))
+    print(
+        f"typeset {count} formulas; {len(offered)} pages offer their "
+        f"notebook ({args.site})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
