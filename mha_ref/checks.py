@@ -39,8 +39,7 @@ def qkv_shapes(q_shape, k_shape, v_shape):
     q, k, v = shapes.values()
     if q[-1] != k[-1]:
         raise ValueError(
-            f"q and k need the same last dim (the head size d): "
-            f"q {q} vs k {k}"
+            f"q and k need the same last dim (the head size d): q {q} vs k {k}"
         )
     if k[-2] != v[-2]:
         raise ValueError(
@@ -125,8 +124,10 @@ def finite(array, name):
 
 def positions(query_shape, key_shape):
     """Positions for a causal mask: one per query, one per key (1-D)."""
-    for name, shape in (("query_positions", query_shape),
-                        ("key_positions", key_shape)):
+    for name, shape in (
+        ("query_positions", query_shape),
+        ("key_positions", key_shape),
+    ):
         if len(tuple(shape)) != 1:
             raise ValueError(
                 f"{name} must be 1-D (one position per row), got shape "
@@ -139,8 +140,7 @@ def model_input(shape, d_model, name="x"):
     shape = tuple(shape)
     if len(shape) != 3 or shape[-1] != d_model:
         raise ValueError(
-            f"{name} must have shape (B, T, d_model={d_model}), "
-            f"got {shape}"
+            f"{name} must have shape (B, T, d_model={d_model}), got {shape}"
         )
     if shape[1] < 1:
         raise ValueError(
@@ -303,6 +303,7 @@ def chunk_lengths(chunks, t):
 
 # Inputs of the NumPy and PyTorch layers: types, dtypes, one call each.
 
+
 def is_tensor(value):
     """True for a torch.Tensor (or subclass), without importing torch."""
     return any(
@@ -355,8 +356,7 @@ def float_arrays(**arrays):
                 f"dtype {array.dtype}"
             )
         converted[name] = array
-    ftype = np.result_type(*(a.dtype for a in converted.values()),
-                           np.float32)
+    ftype = np.result_type(*(a.dtype for a in converted.values()), np.float32)
     for name, array in converted.items():
         converted[name] = array.astype(ftype, copy=False)
         finite(converted[name], name)
@@ -586,6 +586,4 @@ def key_padding(lengths, tk):
         )
     if tk is not None and len(values) and values.max() > tk:
         b = int(np.argmax(values))
-        raise ValueError(
-            f"lengths[{b}] = {values[b]} exceeds tk = {tk} keys"
-        )
+        raise ValueError(f"lengths[{b}] = {values[b]} exceeds tk = {tk} keys")

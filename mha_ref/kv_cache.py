@@ -31,7 +31,11 @@ def cached_attention_example(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
         query_positions, key_positions
     )  # (Tq, Tk), True = a later position
     aligned = F.scaled_dot_product_attention(
-        q, k, v, attn_mask=~blocked, dropout_p=0.0  # SDPA: True = allowed
+        q,
+        k,
+        v,
+        attn_mask=~blocked,
+        dropout_p=0.0,  # SDPA: True = allowed
     )
     # is_causal=True aligns the mask to the upper left: query row 0 is
     # treated as position 0 and sees only the first key
@@ -39,7 +43,7 @@ def cached_attention_example(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
         q, k, v, is_causal=True, dropout_p=0.0
     )
     return aligned.flatten(), upper_left.flatten()
-# --8<-- [end:kv-cache-example]
+    # --8<-- [end:kv-cache-example]
 
 
 def single_new_query(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
@@ -79,7 +83,7 @@ def single_query_is_causal(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
         q, k, v, is_causal=True, dropout_p=0.0
     )
     return no_mask.flatten(), is_causal.flatten()
-# --8<-- [end:kv-cache-one-query]
+    # --8<-- [end:kv-cache-one-query]
 
 
 # --8<-- [start:kv-cache-class]
@@ -106,7 +110,8 @@ class KVCache:
             k = torch.cat([self.keys, k], dim=-2)  # (B, H_kv, T + Tc, dh)
             v = torch.cat([self.values, v], dim=-2)  # (B, H_kv, T + Tc, dh)
         self.keys, self.values = k, v
-# --8<-- [end:kv-cache-class]
+
+    # --8<-- [end:kv-cache-class]
 
 
 # --8<-- [start:kv-cache-step]
@@ -123,7 +128,7 @@ def cached_step(module, cache, x):
     )  # (Tc, T): True where a key comes after the query
     out, _ = torch_ref.attention(q, cache.keys, cache.values, blocked)
     return module.wo(module.merge_heads(out))  # (B, Tc, d_model)
-# --8<-- [end:kv-cache-step]
+    # --8<-- [end:kv-cache-step]
 
 
 # --8<-- [start:kv-cache-loop]
@@ -138,7 +143,7 @@ def cached_forward(module, x, chunks):
     cache = KVCache()
     outputs = []
     for n in chunks:
-        chunk = x[:, cache.length:cache.length + n]  # (B, n, d_model)
+        chunk = x[:, cache.length : cache.length + n]  # (B, n, d_model)
         outputs.append(cached_step(module, cache, chunk))
     return torch.cat(outputs, dim=1)  # (B, T, d_model)
-# --8<-- [end:kv-cache-loop]
+    # --8<-- [end:kv-cache-loop]

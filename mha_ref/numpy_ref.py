@@ -29,7 +29,7 @@ def softmax(logits, axis=-1):
     shifted = values - np.max(values, axis=axis, keepdims=True)
     weights = np.exp(shifted)
     return weights / np.sum(weights, axis=axis, keepdims=True)
-# --8<-- [end:softmax]
+    # --8<-- [end:softmax]
 
 
 # --8<-- [start:softmax-backward]
@@ -50,7 +50,7 @@ def softmax_backward(probabilities, upstream):
     # g_bar = sum_k p_k g_k, one number per row
     weighted_mean = np.sum(p * g, axis=-1, keepdims=True)
     return p * (g - weighted_mean)
-# --8<-- [end:softmax-backward]
+    # --8<-- [end:softmax-backward]
 
 
 # --8<-- [start:repeat-kv-heads]
@@ -67,7 +67,7 @@ def repeat_kv_heads(x, group):
     array([10, 10, 20, 20])
     """
     return np.repeat(x, group, axis=-3)  # (..., H_kv * G, T, d)
-# --8<-- [end:repeat-kv-heads]
+    # --8<-- [end:repeat-kv-heads]
 
 
 # --8<-- [start:attention]
@@ -91,7 +91,7 @@ def attention(q, k, v, mask=None):
     checks.scores_finite(scores)  # q @ k^T can overflow: name the row
     weights = softmax(scores, axis=-1)  # each row sums to 1 over keys
     return weights @ v, weights  # (..., Tq, dv), (..., Tq, Tk)
-# --8<-- [end:attention]
+    # --8<-- [end:attention]
 
 
 # --8<-- [start:attention-backward]
@@ -128,12 +128,15 @@ def attention_backward(q, k, v, dout, mask=None):
     dk = np.swapaxes(d_scores, -2, -1) @ q / math.sqrt(d)  # (..., Tk, d)
     # --8<-- [end:attention-backward-dq-dk]
     # a batch dim that q, k or v shared (broadcast) sums its gradients
-    dq, dk, dv = (sum_to_shape(dq, q.shape), sum_to_shape(dk, k.shape),
-                  sum_to_shape(dv, v.shape))
+    dq, dk, dv = (
+        sum_to_shape(dq, q.shape),
+        sum_to_shape(dk, k.shape),
+        sum_to_shape(dv, v.shape),
+    )
     if group > 1:  # a key/value head served G query heads: add them up
         dk, dv = sum_kv_heads(dk, group), sum_kv_heads(dv, group)
     return dq, dk, dv
-# --8<-- [end:attention-backward]
+    # --8<-- [end:attention-backward]
 
 
 def sum_kv_heads(grad, group):
@@ -158,7 +161,8 @@ def sum_to_shape(grad, shape):
     extra = grad.ndim - len(shape)
     grad = grad.sum(axis=tuple(range(extra)))  # dims shape lacks
     stretched = tuple(
-        axis for axis, n in enumerate(shape)
+        axis
+        for axis, n in enumerate(shape)
         if n == 1 and grad.shape[axis] != 1
     )
     return grad.sum(axis=stretched, keepdims=True)  # dims of size 1
@@ -174,7 +178,7 @@ def causal_mask(t):
            [0, 0, 0]])
     """
     return np.triu(np.ones((t, t), dtype=bool), k=1)
-# --8<-- [end:causal-mask]
+    # --8<-- [end:causal-mask]
 
 
 # --8<-- [start:causal-mask-for-positions]
@@ -190,7 +194,7 @@ def causal_mask_for_positions(query_positions, key_positions):
     q_pos, k_pos = np.asarray(query_positions), np.asarray(key_positions)
     checks.positions(q_pos.shape, k_pos.shape)  # one per row: 1-D each
     return k_pos[None, :] > q_pos[:, None]  # (1, Tk) vs (Tq, 1): (Tq, Tk)
-# --8<-- [end:causal-mask-for-positions]
+    # --8<-- [end:causal-mask-for-positions]
 
 
 # --8<-- [start:key-padding-mask]
@@ -215,7 +219,7 @@ def key_padding_mask(lengths, tk=None):
         tk = int(lengths.max()) if tk is None else tk
         padded = np.arange(tk)[None, :] >= lengths[:, None]  # (B, Tk)
     return padded[:, None, None, :]  # (B, 1, 1, Tk): heads, query rows
-# --8<-- [end:key-padding-mask]
+    # --8<-- [end:key-padding-mask]
 
 
 # --8<-- [start:apply-rope]
@@ -245,7 +249,7 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x[..., :half], x[..., half:]  # (..., T, d_head / 2) each
     rotated = np.concatenate([-x2, x1], axis=-1)  # (..., T, d_head)
     return x * cos + rotated * sin  # (..., T, d_head)
-# --8<-- [end:apply-rope]
+    # --8<-- [end:apply-rope]
 
 
 class MultiHeadAttention:
@@ -257,8 +261,16 @@ class MultiHeadAttention:
     """
 
     # --8<-- [start:mha-init]
-    def __init__(self, d_model, n_head, n_kv_head=None, bias=False,
-                 rope=False, rope_base=10000.0, seed=0):
+    def __init__(
+        self,
+        d_model,
+        n_head,
+        n_kv_head=None,
+        bias=False,
+        rope=False,
+        rope_base=10000.0,
+        seed=0,
+    ):
         checks.head_split(d_model, n_head)
         self.n_kv_head = n_head if n_kv_head is None else n_kv_head
         checks.kv_head_split(n_head, self.n_kv_head)
@@ -283,21 +295,21 @@ class MultiHeadAttention:
             self.bq = draw(d_model)
             self.bk, self.bv = draw(d_kv), draw(d_kv)
             self.bo = draw(d_model)
-    # --8<-- [end:mha-init]
+        # --8<-- [end:mha-init]
 
     # --8<-- [start:split-heads]
     def split_heads(self, x):
         b, t, _ = x.shape  # (B, T, H * dh); H_kv * dh for K and V
         x = x.reshape(b, t, -1, self.d_head)  # (B, T, H, dh)
         return x.transpose(0, 2, 1, 3)  # (B, H, T, dh)
-    # --8<-- [end:split-heads]
+        # --8<-- [end:split-heads]
 
     # --8<-- [start:merge-heads]
     def merge_heads(self, x):
         b, h, t, dh = x.shape  # (B, H, T, dh)
         x = x.transpose(0, 2, 1, 3)  # (B, T, H, dh)
         return x.reshape(b, t, h * dh)  # (B, T, d_model)
-    # --8<-- [end:merge-heads]
+        # --8<-- [end:merge-heads]
 
     # --8<-- [start:mha-forward]
     def __call__(self, x, mask=None, context=None, positions=None):
@@ -326,7 +338,7 @@ class MultiHeadAttention:
         # Concat(head_1, ..., head_h) Wo
         y = _linear(self.merge_heads(out), self.Wo, self.bo)
         return y, weights  # (B, Tq, d_model), (B, H, Tq, Tk)
-    # --8<-- [end:mha-forward]
+        # --8<-- [end:mha-forward]
 
     # --8<-- [start:mha-backward]
     def backward(self, x, dy, mask=None, context=None, positions=None):
@@ -383,10 +395,8 @@ class MultiHeadAttention:
         # --8<-- [start:mha-backward-projections]
         # Q = X Wq + bq: dWq = X^T dQ, dX = dQ Wq^T; K and V alike
         grads["Wq"], grads["bq"], dx = linear_backward(x, self.Wq, dq)
-        grads["Wk"], grads["bk"], dc_k = linear_backward(context, self.Wk,
-                                                         dk)
-        grads["Wv"], grads["bv"], dc_v = linear_backward(context, self.Wv,
-                                                         dv)
+        grads["Wk"], grads["bk"], dc_k = linear_backward(context, self.Wk, dk)
+        grads["Wv"], grads["bv"], dc_v = linear_backward(context, self.Wv, dv)
         if cross:
             grads["x"], grads["context"] = dx, dc_k + dc_v
         else:  # one input used three times: its gradients add up
@@ -396,7 +406,7 @@ class MultiHeadAttention:
             for name in ("bq", "bk", "bv", "bo"):
                 del grads[name]
         return grads
-    # --8<-- [end:mha-backward]
+        # --8<-- [end:mha-backward]
 
 
 def _linear(x, weight, bias):
@@ -419,4 +429,4 @@ def linear_backward(x, weight, dy):
     dw = rows_x.T @ rows_dy  # (d_in, d_out)
     db = rows_dy.sum(axis=0)  # (d_out,): b was added to every row
     return dw, db, dy @ weight.T  # dX = dY W^T: (B, T, d_in)
-# --8<-- [end:linear-backward]
+    # --8<-- [end:linear-backward]

@@ -22,14 +22,14 @@ def wrong_split_heads(x, n_head):
     right shape, but each "head" mixes rows of unrelated positions."""
     b, t, d_model = x.shape
     return x.reshape(b, n_head, t, d_model // n_head)  # (B, H, T, dh)?
-# --8<-- [end:wrong-split]
+    # --8<-- [end:wrong-split]
 
 
 # --8<-- [start:wrong-scale]
 def wrong_scale_scores(q, k, d_model):
     """Divides by sqrt(d_model) instead of sqrt(d_head): too flat."""
     return q @ np.swapaxes(k, -2, -1) / np.sqrt(d_model)
-# --8<-- [end:wrong-scale]
+    # --8<-- [end:wrong-scale]
 
 
 # --8<-- [start:wrong-mask-after]
@@ -40,14 +40,14 @@ def wrong_mask_after_softmax(scores, mask, renormalise=False):
     if renormalise:  # right in exact maths; the sum can underflow to 0
         weights = weights / weights.sum(axis=-1, keepdims=True)
     return weights
-# --8<-- [end:wrong-mask-after]
+    # --8<-- [end:wrong-mask-after]
 
 
 # --8<-- [start:wrong-axis]
 def wrong_softmax_axis(scores):
     """Normalises over queries (axis -2): columns sum to 1, rows don't."""
     return numpy_ref.softmax(scores, axis=-2)
-# --8<-- [end:wrong-axis]
+    # --8<-- [end:wrong-axis]
 
 
 # --8<-- [start:wrong-merge]
@@ -55,14 +55,14 @@ def wrong_merge_heads(out):
     """Reshapes (B, H, T, dh) to (B, T, d_model) without the transpose."""
     b, h, t, dh = out.shape
     return out.reshape(b, t, h * dh)  # interleaves positions and heads
-# --8<-- [end:wrong-merge]
+    # --8<-- [end:wrong-merge]
 
 
 # --8<-- [start:wrong-layout]
 def wrong_copy_from_linear(linear_weight):
     """Copies nn.Linear's (out, in) weight as if it were x @ W's (in, out)."""
     return np.array(linear_weight)  # missing .T
-# --8<-- [end:wrong-layout]
+    # --8<-- [end:wrong-layout]
 
 
 # --8<-- [start:wrong-statistics-dtype]
@@ -72,16 +72,18 @@ def wrong_tiled_statistics_dtype(q, k, v, block_k=64):
     stops growing. q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv)."""
     *lead, tq, d = q.shape
     low = {"dtype": q.dtype, "device": q.device}  # the mistake
-    state = (torch.full((*lead, tq, 1), -math.inf, **low),  # running max
-             torch.zeros((*lead, tq, 1), **low),  # running sum
-             torch.zeros((*lead, tq, v.shape[-1]), **low))  # output
+    state = (
+        torch.full((*lead, tq, 1), -math.inf, **low),  # running max
+        torch.zeros((*lead, tq, 1), **low),  # running sum
+        torch.zeros((*lead, tq, v.shape[-1]), **low),
+    )  # output
     for j in range(0, k.shape[-2], block_k):
-        k_j, v_j = k[..., j:j + block_k, :], v[..., j:j + block_k, :]
+        k_j, v_j = k[..., j : j + block_k, :], v[..., j : j + block_k, :]
         s = q @ k_j.transpose(-2, -1) / math.sqrt(d)  # (..., Tq, bk)
         state = tiled.online_softmax_update_torch(state, s, v_j)
     _, row_sum, acc = state
     return acc / row_sum  # (..., Tq, dv)
-# --8<-- [end:wrong-statistics-dtype]
+    # --8<-- [end:wrong-statistics-dtype]
 
 
 # --8<-- [start:wrong-rope-positions]
@@ -102,7 +104,7 @@ def wrong_cached_step(module, cache, x):
     )  # (Tc, T): True where a key comes after the query
     out, _ = torch_ref.attention(q, cache.keys, cache.values, blocked)
     return module.wo(module.merge_heads(out))  # (B, Tc, d_model)
-# --8<-- [end:wrong-rope-positions]
+    # --8<-- [end:wrong-rope-positions]
 
 
 # --8<-- [start:wrong-tile-kv-heads]
@@ -113,4 +115,4 @@ def wrong_tile_kv_heads(x, group):
     h // group as SDPA's enable_gqa=True. No error, a wrong answer.
     """
     return x.repeat(1, group, 1, 1)  # (B, H_kv * G, T, d)
-# --8<-- [end:wrong-tile-kv-heads]
+    # --8<-- [end:wrong-tile-kv-heads]

@@ -36,8 +36,10 @@ def check_inputs(q_shape, k_shape, v_shape, block_q, block_k):
 
 def check_positions(q_pos, k_pos, tq, tk):
     """One position per query and per key, as 1-D sequences."""
-    for name, pos, t in (("query_positions", q_pos, tq),
-                         ("key_positions", k_pos, tk)):
+    for name, pos, t in (
+        ("query_positions", q_pos, tq),
+        ("key_positions", k_pos, tk),
+    ):
         if tuple(pos.shape) != (t,):
             raise ValueError(
                 f"{name} must have shape ({t},), one per row, "
@@ -91,10 +93,16 @@ def check_row_max(row_max, rows, mask, q_pos, k_pos):
     tile = tile_mask_numpy(mask, q_pos, k_pos, rows, slice(None))
     blocked = np.False_ if tile is None else tile.all(axis=-1)  # (.., bq)
     for flags, why in (
-        (empty & blocked, "has every key masked (by the mask or the "
-         "causal positions); each query needs at least one allowed key"),
-        (empty & ~blocked, "has allowed keys, but every score "
-         "overflowed to -inf; use smaller inputs"),
+        (
+            empty & blocked,
+            "has every key masked (by the mask or the "
+            "causal positions); each query needs at least one allowed key",
+        ),
+        (
+            empty & ~blocked,
+            "has allowed keys, but every score "
+            "overflowed to -inf; use smaller inputs",
+        ),
     ):
         if np.any(flags):
             *batch, row = checks.first_index(flags)
@@ -131,7 +139,7 @@ def online_softmax_update_numpy(state, s, v_block):
     # O' = alpha O + P V
     acc = alpha * acc + p @ v_block  # (..., bq, dv)
     return new_max, row_sum, acc
-# --8<-- [end:online-softmax-update-numpy]
+    # --8<-- [end:online-softmax-update-numpy]
 
 
 # --8<-- [start:tile-mask-numpy]
@@ -148,13 +156,22 @@ def tile_mask_numpy(mask, q_pos, k_pos, rows, cols):
         )  # (bq, bk)
         tile = future if tile is None else tile | future
     return tile
-# --8<-- [end:tile-mask-numpy]
+    # --8<-- [end:tile-mask-numpy]
 
 
 # --8<-- [start:tiled-attention-numpy]
-def tiled_attention_numpy(q, k, v, mask=None, causal=False,
-                          query_positions=None, key_positions=None,
-                          block_q=BLOCK, block_k=BLOCK, return_lse=False):
+def tiled_attention_numpy(
+    q,
+    k,
+    v,
+    mask=None,
+    causal=False,
+    query_positions=None,
+    key_positions=None,
+    block_q=BLOCK,
+    block_k=BLOCK,
+    return_lse=False,
+):
     """numpy_ref.attention's output, one (block_q, block_k) tile at a time.
 
     q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); mask True = blocked.
@@ -163,19 +180,23 @@ def tiled_attention_numpy(q, k, v, mask=None, causal=False,
     and with return_lse the log-sum-exp of each score row, (..., Tq).
     """
     q, k, v, mask = checks.attention_arrays(q, k, v, mask)  # as attention
-    lead, tq, tk, dv = check_inputs(q.shape, k.shape, v.shape,
-                                    block_q, block_k)
-    q_pos, k_pos = positions(causal, query_positions, key_positions,
-                             tq, tk, np.asarray)
+    lead, tq, tk, dv = check_inputs(
+        q.shape, k.shape, v.shape, block_q, block_k
+    )
+    q_pos, k_pos = positions(
+        causal, query_positions, key_positions, tq, tk, np.asarray
+    )
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
     d = q.shape[-1]  # the head size d_k
     out_blocks, lse_blocks = [], []
     for i in range(0, tq, block_q):
         rows = slice(i, i + block_q)
         bq = min(block_q, tq - i)  # the last block may be shorter
-        state = (np.full((*lead, bq, 1), -np.inf, dtype),  # running max
-                 np.zeros((*lead, bq, 1), dtype),  # running sum
-                 np.zeros((*lead, bq, dv), dtype))  # unnormalised output
+        state = (
+            np.full((*lead, bq, 1), -np.inf, dtype),  # running max
+            np.zeros((*lead, bq, 1), dtype),  # running sum
+            np.zeros((*lead, bq, dv), dtype),
+        )  # unnormalised output
         for j in range(0, tk, block_k):
             cols = slice(j, j + block_k)
             if causal and k_pos[cols].min() > q_pos[rows].max():
@@ -198,7 +219,7 @@ def tiled_attention_numpy(q, k, v, mask=None, causal=False,
     if return_lse:
         return out, np.concatenate(lse_blocks, axis=-1)  # (..., Tq)
     return out
-# --8<-- [end:tiled-attention-numpy]
+    # --8<-- [end:tiled-attention-numpy]
 
 
 # --8<-- [start:online-softmax-update-torch]
@@ -221,7 +242,7 @@ def online_softmax_update_torch(state, s, v_block):
     # O' = alpha O + P V
     acc = alpha * acc + p @ v_block  # (..., bq, dv)
     return new_max, row_sum, acc
-# --8<-- [end:online-softmax-update-torch]
+    # --8<-- [end:online-softmax-update-torch]
 
 
 # --8<-- [start:tile-mask-torch]
@@ -238,13 +259,22 @@ def tile_mask_torch(mask, q_pos, k_pos, rows, cols):
         )  # (bq, bk)
         tile = future if tile is None else tile | future
     return tile
-# --8<-- [end:tile-mask-torch]
+    # --8<-- [end:tile-mask-torch]
 
 
 # --8<-- [start:tiled-attention-torch]
-def tiled_attention_torch(q, k, v, mask=None, causal=False,
-                          query_positions=None, key_positions=None,
-                          block_q=BLOCK, block_k=BLOCK, return_lse=False):
+def tiled_attention_torch(
+    q,
+    k,
+    v,
+    mask=None,
+    causal=False,
+    query_positions=None,
+    key_positions=None,
+    block_q=BLOCK,
+    block_k=BLOCK,
+    return_lse=False,
+):
     """torch_ref.attention's output, one (block_q, block_k) tile at a time.
 
     q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); mask True = blocked.
@@ -253,10 +283,12 @@ def tiled_attention_torch(q, k, v, mask=None, causal=False,
     and with return_lse the log-sum-exp of each score row, (..., Tq).
     """
     mask = checks.attention_tensors(q, k, v, mask)  # as attention()
-    lead, tq, tk, dv = check_inputs(q.shape, k.shape, v.shape,
-                                    block_q, block_k)
-    q_pos, k_pos = positions(causal, query_positions, key_positions,
-                             tq, tk, _as_tensor_on(q.device))
+    lead, tq, tk, dv = check_inputs(
+        q.shape, k.shape, v.shape, block_q, block_k
+    )
+    q_pos, k_pos = positions(
+        causal, query_positions, key_positions, tq, tk, _as_tensor_on(q.device)
+    )
     # max, sum and output in float32 whatever the input dtype (float64
     # stays), as FlashAttention keeps them; cast once, at the end
     wide = torch.promote_types(q.dtype, torch.float32)
@@ -266,9 +298,11 @@ def tiled_attention_torch(q, k, v, mask=None, causal=False,
     for i in range(0, tq, block_q):
         rows = slice(i, i + block_q)
         bq = min(block_q, tq - i)  # the last block may be shorter
-        state = (torch.full((*lead, bq, 1), -math.inf, **kw),  # running max
-                 torch.zeros((*lead, bq, 1), **kw),  # running sum
-                 torch.zeros((*lead, bq, dv), **kw))  # unnormalised output
+        state = (
+            torch.full((*lead, bq, 1), -math.inf, **kw),  # running max
+            torch.zeros((*lead, bq, 1), **kw),  # running sum
+            torch.zeros((*lead, bq, dv), **kw),
+        )  # unnormalised output
         q_i = q[..., rows, :].to(wide)  # (..., bq, d)
         for j in range(0, tk, block_k):
             cols = slice(j, j + block_k)
@@ -293,12 +327,13 @@ def tiled_attention_torch(q, k, v, mask=None, causal=False,
     if return_lse:  # L stays in float32, as FlashAttention saves it
         return out, torch.cat(lse_blocks, dim=-1)  # (..., Tq)
     return out
-# --8<-- [end:tiled-attention-torch]
+    # --8<-- [end:tiled-attention-torch]
 
 
 def _as_tensor_on(device):
     def as_tensor(positions):
         return torch.as_tensor(positions, device=device)
+
     return as_tensor
 
 
@@ -327,13 +362,22 @@ def backward_tile_numpy(q_i, k_j, v_j, dout_i, lse_i, delta_i, tile):
     # dK_j += dS_ij^T Q_i / sqrt(d_k)
     dk_j = np.swapaxes(ds, -2, -1) @ q_i * scale  # (..., bk, d)
     return dq_i, dk_j, dv_j
-# --8<-- [end:backward-tile-numpy]
+    # --8<-- [end:backward-tile-numpy]
 
 
 # --8<-- [start:tiled-attention-backward-numpy]
-def tiled_attention_backward_numpy(q, k, v, dout, mask=None, causal=False,
-                                   query_positions=None, key_positions=None,
-                                   block_q=BLOCK, block_k=BLOCK):
+def tiled_attention_backward_numpy(
+    q,
+    k,
+    v,
+    dout,
+    mask=None,
+    causal=False,
+    query_positions=None,
+    key_positions=None,
+    block_q=BLOCK,
+    block_k=BLOCK,
+):
     """dq, dk, dv of tiled_attention_numpy, one tile at a time.
 
     Arguments as tiled_attention_numpy's, plus dout = dL/dO (..., Tq, dv).
@@ -343,8 +387,16 @@ def tiled_attention_backward_numpy(q, k, v, dout, mask=None, causal=False,
     # --8<-- [start:tiled-backward-saved-numpy]
     # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
     out, lse = tiled_attention_numpy(
-        q, k, v, mask, causal, query_positions, key_positions,
-        block_q, block_k, return_lse=True,
+        q,
+        k,
+        v,
+        mask,
+        causal,
+        query_positions,
+        key_positions,
+        block_q,
+        block_k,
+        return_lse=True,
     )
     dout = np.asarray(dout)
     checks.upstream(dout.shape, out.shape)
@@ -357,8 +409,9 @@ def tiled_attention_backward_numpy(q, k, v, dout, mask=None, causal=False,
     tk = k.shape[-2]
     if mask is not None:
         mask = np.broadcast_to(mask, (*lead, tq, tk))  # checked, a view
-    q_pos, k_pos = positions(causal, query_positions, key_positions,
-                             tq, tk, np.asarray)
+    q_pos, k_pos = positions(
+        causal, query_positions, key_positions, tq, tk, np.asarray
+    )
     # --8<-- [start:tiled-backward-loop-numpy]
     dq = np.zeros((*lead, tq, q.shape[-1]), out.dtype)  # (..., Tq, d)
     dk = np.zeros((*lead, tk, k.shape[-1]), out.dtype)  # (..., Tk, d)
@@ -371,9 +424,13 @@ def tiled_attention_backward_numpy(q, k, v, dout, mask=None, causal=False,
                 continue  # the whole tile lies in the future: P = 0
             tile = tile_mask_numpy(mask, q_pos, k_pos, rows, cols)
             dq_i, dk_j, dv_j = backward_tile_numpy(
-                q[..., rows, :], k[..., cols, :], v[..., cols, :],
-                dout[..., rows, :], lse[..., rows, :],
-                delta[..., rows, :], tile,
+                q[..., rows, :],
+                k[..., cols, :],
+                v[..., cols, :],
+                dout[..., rows, :],
+                lse[..., rows, :],
+                delta[..., rows, :],
+                tile,
             )
             dq[..., rows, :] += dq_i  # (..., bq, d)
             dk[..., cols, :] += dk_j  # (..., bk, d)
@@ -384,7 +441,7 @@ def tiled_attention_backward_numpy(q, k, v, dout, mask=None, causal=False,
         numpy_ref.sum_to_shape(g, x.shape).astype(x.dtype, copy=False)
         for g, x in ((dq, q), (dk, k), (dv, v))
     )
-# --8<-- [end:tiled-attention-backward-numpy]
+    # --8<-- [end:tiled-attention-backward-numpy]
 
 
 # --8<-- [start:backward-tile-torch]
@@ -412,13 +469,22 @@ def backward_tile_torch(q_i, k_j, v_j, dout_i, lse_i, delta_i, tile):
     # dK_j += dS_ij^T Q_i / sqrt(d_k)
     dk_j = ds.transpose(-2, -1) @ q_i * scale  # (..., bk, d)
     return dq_i, dk_j, dv_j
-# --8<-- [end:backward-tile-torch]
+    # --8<-- [end:backward-tile-torch]
 
 
 # --8<-- [start:tiled-attention-backward-torch]
-def tiled_attention_backward_torch(q, k, v, dout, mask=None, causal=False,
-                                   query_positions=None, key_positions=None,
-                                   block_q=BLOCK, block_k=BLOCK):
+def tiled_attention_backward_torch(
+    q,
+    k,
+    v,
+    dout,
+    mask=None,
+    causal=False,
+    query_positions=None,
+    key_positions=None,
+    block_q=BLOCK,
+    block_k=BLOCK,
+):
     """dq, dk, dv of tiled_attention_torch, one tile at a time.
 
     Arguments as tiled_attention_torch's, plus dout = dL/dO (..., Tq, dv).
@@ -429,8 +495,16 @@ def tiled_attention_backward_torch(q, k, v, dout, mask=None, causal=False,
     # --8<-- [start:tiled-backward-saved-torch]
     # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
     out, lse = tiled_attention_torch(
-        q, k, v, mask, causal, query_positions, key_positions,
-        block_q, block_k, return_lse=True,
+        q,
+        k,
+        v,
+        mask,
+        causal,
+        query_positions,
+        key_positions,
+        block_q,
+        block_k,
+        return_lse=True,
     )
     checks.upstream(dout.shape, out.shape)
     torch_ref.check_finite(dout, "dout")
@@ -443,8 +517,9 @@ def tiled_attention_backward_torch(q, k, v, dout, mask=None, causal=False,
     tk = k.shape[-2]
     if mask is not None:
         mask = mask.expand(*lead, tq, tk)  # checked, a view
-    q_pos, k_pos = positions(causal, query_positions, key_positions,
-                             tq, tk, _as_tensor_on(q.device))
+    q_pos, k_pos = positions(
+        causal, query_positions, key_positions, tq, tk, _as_tensor_on(q.device)
+    )
     # --8<-- [start:tiled-backward-loop-torch]
     kw = {"dtype": acc, "device": q.device}
     dq = torch.zeros((*lead, tq, q.shape[-1]), **kw)  # (..., Tq, d)
@@ -458,9 +533,13 @@ def tiled_attention_backward_torch(q, k, v, dout, mask=None, causal=False,
                 continue  # the whole tile lies in the future: P = 0
             tile = tile_mask_torch(mask, q_pos, k_pos, rows, cols)
             dq_i, dk_j, dv_j = backward_tile_torch(
-                q[..., rows, :].to(acc), k[..., cols, :].to(acc),
-                v[..., cols, :].to(acc), dout[..., rows, :].to(acc),
-                lse[..., rows, :], delta[..., rows, :], tile,
+                q[..., rows, :].to(acc),
+                k[..., cols, :].to(acc),
+                v[..., cols, :].to(acc),
+                dout[..., rows, :].to(acc),
+                lse[..., rows, :],
+                delta[..., rows, :],
+                tile,
             )
             dq[..., rows, :] += dq_i  # (..., bq, d)
             dk[..., cols, :] += dk_j  # (..., bk, d)
@@ -471,4 +550,4 @@ def tiled_attention_backward_torch(q, k, v, dout, mask=None, causal=False,
         g.sum_to_size(x.shape).to(x.dtype)
         for g, x in ((dq, q), (dk, k), (dv, v))
     )
-# --8<-- [end:tiled-attention-backward-torch]
+    # --8<-- [end:tiled-attention-backward-torch]

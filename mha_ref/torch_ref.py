@@ -49,7 +49,7 @@ def softmax_backward(probabilities, upstream):
     # g_bar = sum_k p_k g_k, one number per row
     weighted_mean = (p * g).sum(dim=-1, keepdim=True)
     return p * (g - weighted_mean)
-# --8<-- [end:softmax-backward]
+    # --8<-- [end:softmax-backward]
 
 
 # --8<-- [start:repeat-kv-heads]
@@ -66,7 +66,7 @@ def repeat_kv_heads(x, group):
     tensor([10, 10, 20, 20])
     """
     return x.repeat_interleave(group, dim=-3)  # (..., H_kv * G, T, d)
-# --8<-- [end:repeat-kv-heads]
+    # --8<-- [end:repeat-kv-heads]
 
 
 # --8<-- [start:attention]
@@ -94,7 +94,7 @@ def attention(q, k, v, mask=None):
     weights = scores.softmax(dim=-1)  # each row sums to 1 over keys
     out = weights @ v  # (..., Tq, dv)
     return out.to(dtype), weights.to(dtype)  # cast back once, at the end
-# --8<-- [end:attention]
+    # --8<-- [end:attention]
 
 
 # --8<-- [start:attention-backward]
@@ -130,12 +130,15 @@ def attention_backward(q, k, v, dout, mask=None):
     dk = d_scores.transpose(-2, -1) @ q / math.sqrt(d)  # (..., Tk, d)
     # --8<-- [end:attention-backward-dq-dk]
     # a batch dim that q, k or v shared (broadcast) sums its gradients
-    dq, dk, dv = (dq.sum_to_size(q.shape), dk.sum_to_size(k.shape),
-                  dv.sum_to_size(v.shape))
+    dq, dk, dv = (
+        dq.sum_to_size(q.shape),
+        dk.sum_to_size(k.shape),
+        dv.sum_to_size(v.shape),
+    )
     if group > 1:  # a key/value head served G query heads: add them up
         dk, dv = sum_kv_heads(dk, group), sum_kv_heads(dv, group)
     return dq, dk, dv
-# --8<-- [end:attention-backward]
+    # --8<-- [end:attention-backward]
 
 
 def sum_kv_heads(grad, group):
@@ -153,7 +156,7 @@ def causal_mask(t, device=None):
     """(t, t) mask, True strictly above the diagonal: the future."""
     ones = torch.ones(t, t, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1)
-# --8<-- [end:causal-mask]
+    # --8<-- [end:causal-mask]
 
 
 # --8<-- [start:causal-mask-for-positions]
@@ -163,7 +166,7 @@ def causal_mask_for_positions(query_positions, key_positions):
     k_pos = torch.as_tensor(key_positions, device=q_pos.device)
     checks.positions(q_pos.shape, k_pos.shape)  # one per row: 1-D each
     return k_pos[None, :] > q_pos[:, None]  # (1, Tk) vs (Tq, 1): (Tq, Tk)
-# --8<-- [end:causal-mask-for-positions]
+    # --8<-- [end:causal-mask-for-positions]
 
 
 # --8<-- [start:key-padding-mask]
@@ -185,7 +188,7 @@ def key_padding_mask(lengths, tk=None):
         keys = torch.arange(tk, device=lengths.device)  # (Tk,)
         padded = keys[None, :] >= lengths[:, None]  # (B, Tk)
     return padded[:, None, None, :]  # (B, 1, 1, Tk): heads, query rows
-# --8<-- [end:key-padding-mask]
+    # --8<-- [end:key-padding-mask]
 
 
 # --8<-- [start:apply-rope]
@@ -217,7 +220,7 @@ def apply_rope(x, positions, base=10000.0):
     x1, x2 = x[..., :half], x[..., half:]  # (..., T, d_head / 2) each
     rotated = torch.cat([-x2, x1], dim=-1)  # (..., T, d_head)
     return x * cos + rotated * sin  # (..., T, d_head)
-# --8<-- [end:apply-rope]
+    # --8<-- [end:apply-rope]
 
 
 class MultiHeadAttention(nn.Module):
@@ -229,8 +232,17 @@ class MultiHeadAttention(nn.Module):
     """
 
     # --8<-- [start:mha-init]
-    def __init__(self, d_model, n_head, n_kv_head=None, bias=False,
-                 rope=False, rope_base=10000.0, device=None, dtype=None):
+    def __init__(
+        self,
+        d_model,
+        n_head,
+        n_kv_head=None,
+        bias=False,
+        rope=False,
+        rope_base=10000.0,
+        device=None,
+        dtype=None,
+    ):
         super().__init__()
         checks.head_split(d_model, n_head)
         checks.device(device, torch.cuda.is_available())
@@ -248,21 +260,21 @@ class MultiHeadAttention(nn.Module):
         self.wk = nn.Linear(d_model, d_kv, **kw)
         self.wv = nn.Linear(d_model, d_kv, **kw)
         self.wo = nn.Linear(d_model, d_model, **kw)
-    # --8<-- [end:mha-init]
+        # --8<-- [end:mha-init]
 
     # --8<-- [start:split-heads]
     def split_heads(self, x):
         b, t, _ = x.shape  # (B, T, H * dh); H_kv * dh for K and V
         x = x.view(b, t, -1, self.d_head)  # (B, T, H, dh)
         return x.transpose(1, 2)  # (B, H, T, dh)
-    # --8<-- [end:split-heads]
+        # --8<-- [end:split-heads]
 
     # --8<-- [start:merge-heads]
     def merge_heads(self, x):
         b, h, t, dh = x.shape  # (B, H, T, dh)
         x = x.transpose(1, 2).contiguous()  # (B, T, H, dh)
         return x.view(b, t, h * dh)  # (B, T, d_model)
-    # --8<-- [end:merge-heads]
+        # --8<-- [end:merge-heads]
 
     # --8<-- [start:mha-project]
     def project(self, x, context=None, positions=None):
@@ -287,7 +299,7 @@ class MultiHeadAttention(nn.Module):
             k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, ..)
         # --8<-- [end:mha-rope]
         return q, k, v
-    # --8<-- [end:mha-project]
+        # --8<-- [end:mha-project]
 
     # --8<-- [start:mha-forward]
     def forward(self, x, mask=None, context=None, positions=None):
@@ -298,7 +310,7 @@ class MultiHeadAttention(nn.Module):
         # Concat(head_1, ..., head_h) Wo
         y = self.wo(self.merge_heads(out))  # (B, Tq, d_model)
         return y, weights  # weights: (B, H, Tq, Tk)
-    # --8<-- [end:mha-forward]
+        # --8<-- [end:mha-forward]
 
 
 # --8<-- [start:sdpa-forward]
@@ -317,7 +329,7 @@ def sdpa_forward(module, x, mask=None, context=None, positions=None):
     # finite q and k can still overflow q @ k^T: no silent NaN rows
     check_finite(out, "SDPA output")
     return module.wo(module.merge_heads(out))  # (B, Tq, d_model)
-# --8<-- [end:sdpa-forward]
+    # --8<-- [end:sdpa-forward]
 
 
 # --8<-- [start:library-version]
@@ -327,20 +339,26 @@ def library_version(module):
     has_bias = module.wq.bias is not None
     weight = module.wq.weight
     library = nn.MultiheadAttention(
-        module.d_model, module.n_head, bias=has_bias, batch_first=True,
-        device=weight.device, dtype=weight.dtype,
+        module.d_model,
+        module.n_head,
+        bias=has_bias,
+        batch_first=True,
+        device=weight.device,
+        dtype=weight.dtype,
     )
     with torch.no_grad():
         # Q, K, V stacked row-wise into one (3 d_model, d_model) matrix
-        library.in_proj_weight.copy_(torch.cat(
-            [module.wq.weight, module.wk.weight, module.wv.weight]))
+        library.in_proj_weight.copy_(
+            torch.cat([module.wq.weight, module.wk.weight, module.wv.weight])
+        )
         library.out_proj.weight.copy_(module.wo.weight)
         if has_bias:
-            library.in_proj_bias.copy_(torch.cat(
-                [module.wq.bias, module.wk.bias, module.wv.bias]))
+            library.in_proj_bias.copy_(
+                torch.cat([module.wq.bias, module.wk.bias, module.wv.bias])
+            )
             library.out_proj.bias.copy_(module.wo.bias)
     return library
-# --8<-- [end:library-version]
+    # --8<-- [end:library-version]
 
 
 def _check_library_can_express(module):
@@ -369,7 +387,7 @@ def library_forward(library, x, mask=None, context=None):
         mask = mask.expand(b, h, tq, tk).reshape(b * h, tq, tk)
     y, _ = library(x, context, context, attn_mask=mask, need_weights=False)
     return y  # (B, Tq, d_model)
-# --8<-- [end:library-forward]
+    # --8<-- [end:library-forward]
 
 
 # --8<-- [start:to-numpy]
@@ -377,8 +395,12 @@ def to_numpy(module):
     """A numpy_ref.MultiHeadAttention holding the same weights."""
     has_bias = module.wq.bias is not None
     twin = numpy_ref.MultiHeadAttention(
-        module.d_model, module.n_head, n_kv_head=module.n_kv_head,
-        bias=has_bias, rope=module.rope, rope_base=module.rope_base,
+        module.d_model,
+        module.n_head,
+        n_kv_head=module.n_kv_head,
+        bias=has_bias,
+        rope=module.rope,
+        rope_base=module.rope_base,
     )
 
     def as_array(p):
@@ -395,4 +417,4 @@ def to_numpy(module):
             for lin in (module.wq, module.wk, module.wv, module.wo)
         )
     return twin
-# --8<-- [end:to-numpy]
+    # --8<-- [end:to-numpy]

@@ -147,10 +147,30 @@ def _check_sections(nb):
 
 
 def _strip(nb):
-    """Drop what changes from run to run: versions and timings."""
+    """Drop what changes from run to run: versions, timings, and where
+    the kernel happened to split a cell's printed text."""
     language = nb.metadata.get("language_info", {})
     nb.metadata["language_info"] = {
         k: v for k, v in language.items() if k != "version"
     }
     for cell in nb.cells:
         cell.metadata.pop("execution", None)
+        if cell.cell_type == "code":
+            cell.outputs = _joined_streams(cell.outputs)
+
+
+def _joined_streams(outputs):
+    """Adjacent stdout (or stderr) outputs as one, as a reader sees them."""
+    joined = []
+    for output in outputs:
+        last = joined[-1] if joined else None
+        if (
+            output.output_type == "stream"
+            and last is not None
+            and last.output_type == "stream"
+            and last.name == output.name
+        ):
+            last.text += output.text
+        else:
+            joined.append(output)
+    return joined

@@ -62,7 +62,7 @@ def notebook_line(name, repo_url):
         links.append(f'<a href="{base}{name}.ipynb">open it in Colab</a>')
     listed = ", ".join(links[:-1]) + " or " + links[-1]
     return (
-        f"<p class=\"mha-notebook-line\">Run this page's code yourself: "
+        f'<p class="mha-notebook-line">Run this page\'s code yourself: '
         f"{listed}. It runs with numpy, torch and matplotlib alone.</p>"
     )
 

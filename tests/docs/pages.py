@@ -157,9 +157,24 @@ def check_includes(root):
 # ---------------------------------------------------------- placeholders
 
 
+class MethodShownError(TypeError):
+    """A placeholder that prints a method: Jinja finds ``d.keys`` (the
+    dict method) before the data key "keys"."""
+
+
+def _shown(value):
+    if callable(value):
+        raise MethodShownError(
+            f"the placeholder prints {value!r}, not data: a key named "
+            'like a dict method must be written name["key"]'
+        )
+    return value
+
+
 def render(text, data):
     """A page as mkdocs-macros renders it (strict), with the same data."""
     env = jinja2.Environment(
+        finalize=_shown,
         variable_start_string="<<",
         variable_end_string=">>",
         block_start_string="<%",
@@ -187,11 +202,12 @@ def rendered_pages(root, data):
                 for f in traceback.extract_tb(exc.__traceback__)
                 if f.filename == "<template>"
             ]
-            message = (
-                f"{type(exc).__name__}: {exc}: the generated data "
-                "has no such value (rename the placeholder, or "
-                "return it from the topic's compute())"
-            )
+            message = f"{type(exc).__name__}: {exc}"
+            if not isinstance(exc, MethodShownError):
+                message += (
+                    ": the generated data has no such value (rename the "
+                    "placeholder, or return it from the topic's compute())"
+                )
             yield page, None, Problem(page, lines[-1] if lines else 0, message)
 
 

@@ -102,6 +102,17 @@ def test_check_placeholders_reports_missing_value(repo):
     assert "no_such_key" in problem
 
 
+def test_check_placeholders_reports_a_method_shown_as_text(repo):
+    root = repo("""
+        # Demo
+
+        It summed << edges.statistics.fp16_sum.keys >> keys.
+        """)
+    (problem,) = run(pages.check_placeholders, root)
+    assert problem.startswith("docs/page.md:3: MethodShownError")
+    assert 'name["key"]' in problem
+
+
 def test_check_hand_typed_reports_typed_result(repo):
     aligned = pages.load_data(ROOT)["cache_mask"]["aligned"]
     typed = ", ".join(f"{x:g}" for x in aligned)  # "25, 30"

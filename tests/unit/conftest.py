@@ -24,8 +24,9 @@ def rng():
     return np.random.default_rng(SEED)
 
 
-def random_module(d_model, n_head, *, bias=True, dtype=torch.float64,
-                  device="cpu", seed=0):
+def random_module(
+    d_model, n_head, *, bias=True, dtype=torch.float64, device="cpu", seed=0
+):
     """torch_ref.MultiHeadAttention with every parameter drawn at random."""
     module = torch_ref.MultiHeadAttention(
         d_model, n_head, bias=bias, device=device, dtype=dtype

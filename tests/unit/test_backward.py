@@ -34,8 +34,11 @@ def draw(shape, seed):
 
 
 def qkv(tq, tk, seed=0, lead=(B, H)):
-    return (draw((*lead, tq, D), seed), draw((*lead, tk, D), seed + 1),
-            draw((*lead, tk, DV), seed + 2))
+    return (
+        draw((*lead, tq, D), seed),
+        draw((*lead, tk, D), seed + 1),
+        draw((*lead, tk, DV), seed + 2),
+    )
 
 
 def aligned_causal(tq, tk):
@@ -111,8 +114,7 @@ def test_attention_backward_sums_over_broadcast_dims():
     k, v = draw((B, 1, 8, D), 1), draw((B, 1, 8, DV), 2)
     dout = draw((B, H, 6, DV), 3)
     expected = autograd_attention(q, k, v, dout)
-    assert_grads_close(numpy_ref.attention_backward(q, k, v, dout),
-                       expected)
+    assert_grads_close(numpy_ref.attention_backward(q, k, v, dout), expected)
     assert_grads_close(
         torch_ref.attention_backward(t(q), t(k), t(v), t(dout)), expected
     )
@@ -128,13 +130,17 @@ def test_attention_backward_grouped_heads_sum_each_group(n_kv_head):
     tk, tv = (t(a).clone().requires_grad_() for a in (k, v))
     scores = t(q) @ tk.repeat_interleave(group, dim=1).transpose(-2, -1)
     out = (scores / math.sqrt(D)).softmax(-1) @ tv.repeat_interleave(
-        group, dim=1)
+        group, dim=1
+    )
     out.backward(t(dout))
-    expected = [autograd_attention(q, k.repeat(group, axis=1),
-                                   v.repeat(group, axis=1), dout)[0],
-                tk.grad.numpy(), tv.grad.numpy()]
-    assert_grads_close(numpy_ref.attention_backward(q, k, v, dout),
-                       expected)
+    expected = [
+        autograd_attention(
+            q, k.repeat(group, axis=1), v.repeat(group, axis=1), dout
+        )[0],
+        tk.grad.numpy(),
+        tv.grad.numpy(),
+    ]
+    assert_grads_close(numpy_ref.attention_backward(q, k, v, dout), expected)
     assert_grads_close(
         torch_ref.attention_backward(t(q), t(k), t(v), t(dout)), expected
     )
@@ -174,12 +180,19 @@ def tiled_torch(block_q, block_k):
         return tiled.tiled_attention_backward_torch(
             q, k, v, dout, mask, block_q=block_q, block_k=block_k
         )
+
     return backward
 
 
-@pytest.mark.parametrize("backward", [
-    torch_ref.attention_backward, tiled_torch(2, 3), tiled_torch(1, 1),
-], ids=["torch_ref", "tiled-2x3", "tiled-1x1"])
+@pytest.mark.parametrize(
+    "backward",
+    [
+        torch_ref.attention_backward,
+        tiled_torch(2, 3),
+        tiled_torch(1, 1),
+    ],
+    ids=["torch_ref", "tiled-2x3", "tiled-1x1"],
+)
 @pytest.mark.parametrize("case", ["none", "per-head"])
 def test_torch_backward_passes_gradcheck(backward, case):
     # small: gradcheck perturbs each of the 96 inputs in turn
@@ -187,8 +200,11 @@ def test_torch_backward_passes_gradcheck(backward, case):
     mask = make_mask(case, 3, 4, seed=6)
     mask = None if mask is None else t(mask[:1, :2])  # (1, 2, Tq, Tk)
     assert torch.autograd.gradcheck(
-        lambda q, k, v: ByHand.apply(q, k, v, backward, mask), (q, k, v),
-        eps=1e-6, atol=1e-8, rtol=1e-6,  # the default rtol=1e-3 is lax
+        lambda q, k, v: ByHand.apply(q, k, v, backward, mask),
+        (q, k, v),
+        eps=1e-6,
+        atol=1e-8,
+        rtol=1e-6,  # the default rtol=1e-3 is lax
     )
 
 
@@ -196,21 +212,29 @@ def test_torch_backward_passes_gradcheck(backward, case):
 
 
 @settings(max_examples=60, deadline=None)
-@given(tq=st.integers(1, 8), tk=st.integers(1, 8), d=st.integers(1, 6),
-       dv=st.integers(1, 6), p_blocked=st.floats(0, 0.9),
-       seed=st.integers(0, 2**16))
+@given(
+    tq=st.integers(1, 8),
+    tk=st.integers(1, 8),
+    d=st.integers(1, 6),
+    dv=st.integers(1, 6),
+    p_blocked=st.floats(0, 0.9),
+    seed=st.integers(0, 2**16),
+)
 def test_attention_rowsum_identity(tq, tk, d, dv, p_blocked, seed):
     rng = np.random.default_rng(seed)
     q, k = rng.standard_normal((2, tq, d)), rng.standard_normal((2, tk, d))
-    v, dout = rng.standard_normal((2, tk, dv)), rng.standard_normal(
-        (2, tq, dv))
+    v, dout = (
+        rng.standard_normal((2, tk, dv)),
+        rng.standard_normal((2, tq, dv)),
+    )
     mask = rng.random((2, tq, tk)) < p_blocked
     mask[..., rng.integers(tk)] = False  # every row keeps a key
     out, a = numpy_ref.attention(q, k, v, mask)
     da = dout @ np.swapaxes(v, -2, -1)  # (2, Tq, Tk)
     # sum_j A_ij (dO_i . V_j) = dO_i . (sum_j A_ij V_j) = dO_i . O_i
-    np.testing.assert_allclose((da * a).sum(-1), (dout * out).sum(-1),
-                               rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        (da * a).sum(-1), (dout * out).sum(-1), rtol=1e-9, atol=1e-12
+    )
 
 
 # MultiHeadAttention.backward
@@ -218,11 +242,15 @@ def test_attention_rowsum_identity(tq, tk, d, dv, p_blocked, seed):
 
 def autograd_mha(layer, x, dy, mask=None, context=None, positions=None):
     """Every gradient of the layer's forward, by autograd, as a dict."""
-    params = {name: getattr(layer, name) for name in
-              ("Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo")
-              if getattr(layer, name) is not None}
-    leaves = {name: t(value).clone().requires_grad_()
-              for name, value in params.items()}
+    params = {
+        name: getattr(layer, name)
+        for name in ("Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo")
+        if getattr(layer, name) is not None
+    }
+    leaves = {
+        name: t(value).clone().requires_grad_()
+        for name, value in params.items()
+    }
     leaves["x"] = t(x).clone().requires_grad_()
     if context is not None:
         leaves["context"] = t(context).clone().requires_grad_()
@@ -235,8 +263,11 @@ def autograd_mha(layer, x, dy, mask=None, context=None, positions=None):
         b, length, _ = y.shape
         return y.view(b, length, -1, layer.d_head).transpose(1, 2)
 
-    q, k, v = project(leaves["x"], "q"), project(source, "k"), project(
-        source, "v")  # (B, H or H_kv, T, dh)
+    q, k, v = (
+        project(leaves["x"], "q"),
+        project(source, "k"),
+        project(source, "v"),
+    )  # (B, H or H_kv, T, dh)
     if layer.rope:
         pos = np.arange(x.shape[1]) if positions is None else positions
         q = torch_ref.apply_rope(q, pos, layer.rope_base)
@@ -255,12 +286,19 @@ def assert_dicts_close(got, expected):
     assert sorted(got) == sorted(expected)
     for name in expected:
         assert got[name].shape == expected[name].shape, name
-        np.testing.assert_allclose(got[name], expected[name], rtol=0,
-                                   atol=ATOL, err_msg=name)
+        np.testing.assert_allclose(
+            got[name], expected[name], rtol=0, atol=ATOL, err_msg=name
+        )
 
 
-MHA_CASES = ["none", "causal", "per-head", "padding", "none-cross",
-             "padding-cross"]
+MHA_CASES = [
+    "none",
+    "causal",
+    "per-head",
+    "padding",
+    "none-cross",
+    "padding-cross",
+]
 
 
 @pytest.mark.parametrize("bias", [False, True], ids=["no-bias", "bias"])
@@ -277,15 +315,24 @@ def test_mha_backward_matches_autograd(case, bias):
     got = layer.backward(x, dy, mask, context)
     expected = autograd_mha(layer, x, dy, mask, context)
     assert_dicts_close(got, expected)
-    names = {"x", "Wq", "Wk", "Wv", "Wo"} | (
-        {"bq", "bk", "bv", "bo"} if bias else set()) | (
-        {"context"} if cross else set())
+    names = (
+        {"x", "Wq", "Wk", "Wv", "Wo"}
+        | ({"bq", "bk", "bv", "bo"} if bias else set())
+        | ({"context"} if cross else set())
+    )
     assert set(got) == names
 
 
-@pytest.mark.parametrize(("n_kv_head", "rope"), [
-    (1, False), (2, False), (4, True), (2, True),
-], ids=["multi-query", "grouped", "rope", "grouped-rope"])
+@pytest.mark.parametrize(
+    ("n_kv_head", "rope"),
+    [
+        (1, False),
+        (2, False),
+        (4, True),
+        (2, True),
+    ],
+    ids=["multi-query", "grouped", "rope", "grouped-rope"],
+)
 def test_mha_backward_grouped_heads_and_rope(n_kv_head, rope):
     d_model, tq = 16, 6
     layer = numpy_ref.MultiHeadAttention(
@@ -315,8 +362,9 @@ def test_mha_backward_sums_to_a_directional_derivative():
             losses.append(np.sum(layer(x)[0] * dy))
         setattr(layer, name, weight)
         slope = (losses[0] - losses[1]) / (2 * eps)
-        np.testing.assert_allclose(slope, np.sum(grads[name] ** 2),
-                                   rtol=1e-6, err_msg=name)
+        np.testing.assert_allclose(
+            slope, np.sum(grads[name] ** 2), rtol=1e-6, err_msg=name
+        )
 
 
 # The tiled (FlashAttention-2) backward
@@ -335,8 +383,7 @@ def tiled_inputs(case, tq, tk, seed=0):
 @pytest.mark.parametrize(("block_q", "block_k"), BLOCKS)
 @pytest.mark.parametrize(("tq", "tk"), LENGTHS)
 @pytest.mark.parametrize("case", MASKS)
-def test_tiled_backward_numpy_matches_autograd(case, tq, tk, block_q,
-                                               block_k):
+def test_tiled_backward_numpy_matches_autograd(case, tq, tk, block_q, block_k):
     q, k, v, dout, mask, causal, full = tiled_inputs(case, tq, tk)
     got = tiled.tiled_attention_backward_numpy(
         q, k, v, dout, mask, causal, block_q=block_q, block_k=block_k
@@ -347,11 +394,16 @@ def test_tiled_backward_numpy_matches_autograd(case, tq, tk, block_q,
 @pytest.mark.parametrize(("block_q", "block_k"), BLOCKS)
 @pytest.mark.parametrize(("tq", "tk"), LENGTHS)
 @pytest.mark.parametrize("case", MASKS)
-def test_tiled_backward_torch_matches_autograd(case, tq, tk, block_q,
-                                               block_k):
+def test_tiled_backward_torch_matches_autograd(case, tq, tk, block_q, block_k):
     q, k, v, dout, mask, causal, full = tiled_inputs(case, tq, tk)
     got = tiled.tiled_attention_backward_torch(
-        t(q), t(k), t(v), t(dout), t(mask), causal, block_q=block_q,
+        t(q),
+        t(k),
+        t(v),
+        t(dout),
+        t(mask),
+        causal,
+        block_q=block_q,
         block_k=block_k,
     )
     assert_grads_close(got, autograd_attention(q, k, v, dout, full))
@@ -370,12 +422,32 @@ def test_tiled_backward_causal_with_a_mask_and_unsorted_positions():
     full = padding | numpy_ref.causal_mask_for_positions(q_pos, k_pos)
     expected = autograd_attention(q, k, v, dout, full)
     kw = {"causal": True, "block_q": 2, "block_k": 2}
-    assert_grads_close(tiled.tiled_attention_backward_numpy(
-        q, k, v, dout, padding, query_positions=q_pos,
-        key_positions=k_pos, **kw), expected)
-    assert_grads_close(tiled.tiled_attention_backward_torch(
-        t(q), t(k), t(v), t(dout), t(padding), query_positions=t(q_pos),
-        key_positions=t(k_pos), **kw), expected)
+    assert_grads_close(
+        tiled.tiled_attention_backward_numpy(
+            q,
+            k,
+            v,
+            dout,
+            padding,
+            query_positions=q_pos,
+            key_positions=k_pos,
+            **kw,
+        ),
+        expected,
+    )
+    assert_grads_close(
+        tiled.tiled_attention_backward_torch(
+            t(q),
+            t(k),
+            t(v),
+            t(dout),
+            t(padding),
+            query_positions=t(q_pos),
+            key_positions=t(k_pos),
+            **kw,
+        ),
+        expected,
+    )
 
 
 def test_tiled_backward_sums_over_broadcast_dims():
@@ -387,8 +459,10 @@ def test_tiled_backward_sums_over_broadcast_dims():
     assert_grads_close(
         tiled.tiled_attention_backward_numpy(q, k, v, dout, **kw), expected
     )
-    assert_grads_close(tiled.tiled_attention_backward_torch(
-        t(q), t(k), t(v), t(dout), **kw), expected)
+    assert_grads_close(
+        tiled.tiled_attention_backward_torch(t(q), t(k), t(v), t(dout), **kw),
+        expected,
+    )
 
 
 @pytest.mark.parametrize("framework", ["numpy", "torch"])
@@ -402,17 +476,23 @@ def test_tiled_forward_returns_the_log_sum_exp(framework):
     if framework == "numpy":
         out, lse = tiled.tiled_attention_numpy(q, k, v, mask, **kw)
     else:
-        out, lse = tiled.tiled_attention_torch(t(q), t(k), t(v), t(mask),
-                                               **kw)
+        out, lse = tiled.tiled_attention_torch(t(q), t(k), t(v), t(mask), **kw)
         out, lse = out.numpy(), lse.numpy()
     np.testing.assert_allclose(lse, expected, rtol=0, atol=1e-12)
-    np.testing.assert_allclose(out, numpy_ref.attention(q, k, v, mask)[0],
-                               rtol=0, atol=1e-12)
+    np.testing.assert_allclose(
+        out, numpy_ref.attention(q, k, v, mask)[0], rtol=0, atol=1e-12
+    )
 
 
-@pytest.mark.parametrize(("dtype", "tol"), [
-    (torch.float32, 1e-5), (torch.bfloat16, 1e-2), (torch.float16, 2e-3),
-], ids=str)
+@pytest.mark.parametrize(
+    ("dtype", "tol"),
+    [
+        (torch.float32, 1e-5),
+        (torch.bfloat16, 1e-2),
+        (torch.float16, 2e-3),
+    ],
+    ids=str,
+)
 def test_tiled_backward_torch_low_precision(dtype, tol):
     # float32 accumulators: against the exact gradients of the rounded
     # inputs, the error is about the rounding of the outputs (|g| < 3:
@@ -420,8 +500,9 @@ def test_tiled_backward_torch_low_precision(dtype, tol):
     q, k, v, dout, mask, _, full = tiled_inputs("padding", 24, 24, 3)
     low = [t(a).to(dtype) for a in (q, k, v, dout)]
     expected = autograd_attention(*(x.double().numpy() for x in low), full)
-    got = tiled.tiled_attention_backward_torch(*low, t(mask), block_q=8,
-                                               block_k=8)
+    got = tiled.tiled_attention_backward_torch(
+        *low, t(mask), block_q=8, block_k=8
+    )
     for g, e in zip(got, expected, strict=True):
         assert g.dtype == dtype
         np.testing.assert_allclose(g.double().numpy(), e, rtol=0, atol=tol)
@@ -432,22 +513,27 @@ def test_tiled_backward_torch_low_precision(dtype, tol):
 
 def backward_functions():
     def numpy_tiled(q, k, v, dout, mask=None):
-        return tiled.tiled_attention_backward_numpy(q, k, v, dout, mask,
-                                                    block_q=2, block_k=3)
+        return tiled.tiled_attention_backward_numpy(
+            q, k, v, dout, mask, block_q=2, block_k=3
+        )
 
     def as_torch(fn):
         def run(q, k, v, dout, mask=None):
             return fn(t(q), t(k), t(v), t(dout), t(mask))
+
         return run
 
     def torch_tiled(q, k, v, dout, mask=None):
-        return tiled.tiled_attention_backward_torch(q, k, v, dout, mask,
-                                                    block_q=2, block_k=3)
+        return tiled.tiled_attention_backward_torch(
+            q, k, v, dout, mask, block_q=2, block_k=3
+        )
 
-    return {"numpy": numpy_ref.attention_backward,
-            "torch": as_torch(torch_ref.attention_backward),
-            "tiled-numpy": numpy_tiled,
-            "tiled-torch": as_torch(torch_tiled)}
+    return {
+        "numpy": numpy_ref.attention_backward,
+        "torch": as_torch(torch_ref.attention_backward),
+        "tiled-numpy": numpy_tiled,
+        "tiled-torch": as_torch(torch_tiled),
+    }
 
 
 @pytest.fixture(params=list(backward_functions()))
@@ -458,8 +544,11 @@ def backward(request):
 def test_backward_rejects_mismatched_dout(backward):
     q, k, v = qkv(4, 6)
     dout = draw((B, H, 4, DV + 1), 1)
-    with pytest.raises(ValueError, match=r"dout of shape \(2, 3, 4, 6\) "
-                       r"must match .* \(2, 3, 4, 5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"dout of shape \(2, 3, 4, 6\) "
+        r"must match .* \(2, 3, 4, 5\)",
+    ):
         backward(q, k, v, dout)
 
 
@@ -475,20 +564,29 @@ def test_backward_rejects_nan(backward):
     q, k, v = qkv(4, 6)
     dout = draw((B, H, 4, DV), 1)
     dout[1, 2, 3, 0] = np.nan
-    with pytest.raises(ValueError, match=r"dout of shape \(2, 3, 4, 5\) "
-                       r"holds nan at index \(1, 2, 3, 0\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"dout of shape \(2, 3, 4, 5\) "
+        r"holds nan at index \(1, 2, 3, 0\)",
+    ):
         backward(q, k, v, dout)
     q[0, 1, 2, 3] = np.nan
-    with pytest.raises(ValueError, match=r"q of shape .* index "
-                       r"\(0, 1, 2, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"q of shape .* index "
+        r"\(0, 1, 2, 3\)",
+    ):
         backward(q, k, v, dout)
 
 
 def test_mha_backward_rejects_bad_input():
     layer = numpy_ref.MultiHeadAttention(8, 2)
     x = draw((1, 4, 8), 0)
-    with pytest.raises(ValueError, match=r"dy of shape \(1, 3, 8\) must "
-                       r"match .* \(1, 4, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"dy of shape \(1, 3, 8\) must "
+        r"match .* \(1, 4, 8\)",
+    ):
         layer.backward(x, draw((1, 3, 8), 1))
     dy = draw((1, 4, 8), 1)
     dy[0, 2, 5] = np.nan
@@ -515,19 +613,34 @@ def peaks(measure, plain, tiled_fn, to_torch):
     result = {}
     for length in (256, 512):
         args = mem_inputs(length, to_torch)
-        result[length] = (measure(plain, *args),
-                          measure(tiled_fn, *args, **kw))
+        result[length] = (
+            measure(plain, *args),
+            measure(tiled_fn, *args, **kw),
+        )
     return result
 
 
-@pytest.mark.parametrize(("measure", "plain", "tiled_fn", "to_torch"), [
-    (peak_bytes_numpy, numpy_ref.attention_backward,
-     tiled.tiled_attention_backward_numpy, False),
-    (peak_bytes_torch_cpu, torch_ref.attention_backward,
-     tiled.tiled_attention_backward_torch, True),
-], ids=["numpy", "torch"])
-def test_tiled_backward_peak_memory_grows_linearly(measure, plain,
-                                                   tiled_fn, to_torch):
+@pytest.mark.parametrize(
+    ("measure", "plain", "tiled_fn", "to_torch"),
+    [
+        (
+            peak_bytes_numpy,
+            numpy_ref.attention_backward,
+            tiled.tiled_attention_backward_numpy,
+            False,
+        ),
+        (
+            peak_bytes_torch_cpu,
+            torch_ref.attention_backward,
+            tiled.tiled_attention_backward_torch,
+            True,
+        ),
+    ],
+    ids=["numpy", "torch"],
+)
+def test_tiled_backward_peak_memory_grows_linearly(
+    measure, plain, tiled_fn, to_torch
+):
     found = peaks(measure, plain, tiled_fn, to_torch)
     plain_ratio = found[512][0] / found[256][0]
     tiled_ratio = found[512][1] / found[256][1]

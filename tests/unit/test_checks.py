@@ -10,7 +10,7 @@ from mha_ref import checks, numpy_ref, torch_ref
 from mha_ref.tolerances import ATOL, atol
 
 
-@pytest.mark.parametrize("d_model, n_head", [(8, 1), (8, 2), (12, 3)])
+@pytest.mark.parametrize(("d_model", "n_head"), [(8, 1), (8, 2), (12, 3)])
 def test_head_split_accepts_even_splits(d_model, n_head):
     assert checks.head_split(d_model, n_head) is None
     assert checks.head_split(np.int64(d_model), n_head) is None
@@ -22,7 +22,7 @@ def test_head_split_rejects_uneven_split_naming_both():
 
 
 @pytest.mark.parametrize(
-    "d_model, n_head, error, message",
+    ("d_model", "n_head", "error", "message"),
     [
         (8.0, 2, TypeError, r"d_model must be an int, got 8\.0"),
         (8, True, TypeError, r"n_head must be an int, got True"),
@@ -40,8 +40,11 @@ def test_head_split_rejects_non_positive_or_non_int(
 
 @pytest.mark.parametrize("bad", [2.0, True, "2", None])
 def test_integer_rejects_non_ints_naming_them(bad):
-    with pytest.raises(TypeError, match=rf"block_q must be an int, got "
-                       rf"{re.escape(repr(bad))}"):
+    with pytest.raises(
+        TypeError,
+        match=rf"block_q must be an int, got "
+        rf"{re.escape(repr(bad))}",
+    ):
         checks.integer(bad, "block_q")
     assert checks.integer(np.int32(2), "block_q") is None
 
@@ -55,12 +58,13 @@ def test_first_index_is_row_major_first_true():
 
 def test_qkv_shapes_returns_broadcast_batch_dims():
     assert checks.qkv_shapes((2, 1, 3, 4), (1, 5, 6, 4), (5, 6, 7)) == (
-        2, 5,
+        2,
+        5,
     )
 
 
 @pytest.mark.parametrize(
-    "q, k, v, message",
+    ("q", "k", "v", "message"),
     [
         ((4,), (3, 4), (3, 4), r"q must have at least 2 dims .*\(4,\)"),
         ((2, 4), (3, 5), (3, 5), r"same last dim .*q \(2, 4\) vs k \(3, 5\)"),
@@ -107,8 +111,11 @@ def test_every_row_has_a_key_names_first_empty_row_and_count():
 def test_finite_names_value_and_index(bad):
     array = np.zeros((2, 3))
     array[1, 2] = bad
-    with pytest.raises(ValueError, match=rf"v of shape \(2, 3\) holds "
-                       rf"{bad} at index \(1, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"v of shape \(2, 3\) holds "
+        rf"{bad} at index \(1, 2\)",
+    ):
         checks.finite(array, "v")
     assert checks.finite(np.zeros(3), "v") is None
 
@@ -122,8 +129,11 @@ def test_model_input_rejects_wrong_rank_or_width(shape):
 
 
 def test_context_input_rejects_batch_mismatch_naming_shapes():
-    with pytest.raises(ValueError, match=r"context batch \(3, 4, 8\) does "
-                       r"not match x batch \(2, 5, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"context batch \(3, 4, 8\) does "
+        r"not match x batch \(2, 5, 8\)",
+    ):
         checks.context_input((2, 5, 8), (3, 4, 8), 8)
     with pytest.raises(ValueError, match=r"context must have shape"):
         checks.context_input((2, 5, 8), (2, 4, 6), 8)
@@ -131,7 +141,7 @@ def test_context_input_rejects_batch_mismatch_naming_shapes():
 
 
 @pytest.mark.parametrize(
-    "logits, ftype",
+    ("logits", "ftype"),
     [
         (np.array([True, False]), np.float32),
         (np.array([1, 2], dtype=np.int16), np.float32),
@@ -148,7 +158,7 @@ def test_real_logits_converts_exactly_to_float(logits, ftype):
 
 
 @pytest.mark.parametrize(
-    "logits, index",
+    ("logits", "index"),
     [
         (np.array([0, 2**53 + 1], dtype=np.int64), r"\(1,\)"),
         (np.array([[-(2**53) - 1]], dtype=np.int64), r"\(0, 0\)"),
@@ -156,8 +166,11 @@ def test_real_logits_converts_exactly_to_float(logits, ftype):
     ],
 )
 def test_real_logits_rejects_inexact_integers_naming_index(logits, index):
-    with pytest.raises(ValueError, match=rf"at index {index} is not exactly "
-                       r"representable in float64"):
+    with pytest.raises(
+        ValueError,
+        match=rf"at index {index} is not exactly "
+        r"representable in float64",
+    ):
         checks.real_logits(logits)
 
 
@@ -188,18 +201,25 @@ def test_tolerances_atol_reads_numpy_and_torch_dtypes():
             atol(unknown)
 
 
-@pytest.mark.parametrize("module", [numpy_ref, torch_ref],
-                         ids=["numpy", "torch"])
+@pytest.mark.parametrize(
+    "module", [numpy_ref, torch_ref], ids=["numpy", "torch"]
+)
 def test_causal_mask_for_positions_rejects_2d_positions(module):
-    with pytest.raises(ValueError, match=r"query_positions must be 1-D.*"
-                                         r"\(1, 2\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"query_positions must be 1-D.*"
+        r"\(1, 2\)",
+    ):
         module.causal_mask_for_positions([[3, 4]], range(5))
-    with pytest.raises(ValueError, match=r"key_positions must be 1-D.*"
-                                         r"\(5, 1\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"key_positions must be 1-D.*"
+        r"\(5, 1\)",
+    ):
         module.causal_mask_for_positions([3, 4], [[j] for j in range(5)])
 
 
 def test_torch_attention_names_a_numpy_mask():
     q = torch.zeros(1, 2, 4)
-    with pytest.raises(TypeError, match="torch.Tensor.*got ndarray"):
+    with pytest.raises(TypeError, match=r"torch\.Tensor.*got ndarray"):
         torch_ref.attention(q, q, q, mask=np.zeros((2, 2), dtype=bool))

@@ -12,7 +12,7 @@ import torch
 from mha_ref import kv_cache, numpy_ref, pitfalls, torch_ref
 from mha_ref.tolerances import atol
 
-TOL64 = dict(atol=atol(np.float64), rtol=0)
+TOL64 = {"atol": atol(np.float64), "rtol": 0}
 
 
 def test_claim_opening_weighted_sum_is_one_point_five_and_one():
@@ -55,7 +55,8 @@ def test_claim_thousand_thousand_gives_half_half():
 def test_claim_subtracting_a_constant_keeps_the_weights():
     scores = np.array([1.0, -2.0, 0.5])
     np.testing.assert_allclose(
-        numpy_ref.softmax(scores - 1234.5), numpy_ref.softmax(scores),
+        numpy_ref.softmax(scores - 1234.5),
+        numpy_ref.softmax(scores),
         **TOL64,
     )
 
@@ -142,11 +143,13 @@ def test_claim_parameters_are_four_d_model_squared_for_any_head_count(bias):
 def test_claim_eight_heads_of_64_columns_make_one_512_square():
     assert 8 * (512 * 64) == 512 * 512
     module = numpy_ref.MultiHeadAttention(512, 8)
-    assert module.d_head == 64 and module.Wq.shape == (512, 512)
+    assert module.d_head == 64
+    assert module.Wq.shape == (512, 512)
 
 
-def test_claim_one_gemm_then_split_equals_separate_heads(make_module,
-                                                        make_tensor):
+def test_claim_one_gemm_then_split_equals_separate_heads(
+    make_module, make_tensor
+):
     # head_i = Attention(X W_i^Q, X W_i^K, X W_i^V), W_i = columns of W
     module = torch_ref.to_numpy(make_module(12, 3, bias=False))
     x = make_tensor((2, 5, 12), seed=1).numpy()
@@ -156,7 +159,8 @@ def test_claim_one_gemm_then_split_equals_separate_heads(make_module,
     for i in range(module.n_head):
         cols = slice(i * dh, (i + 1) * dh)
         head, _ = numpy_ref.attention(
-            x @ module.Wq[:, cols], x @ module.Wk[:, cols],
+            x @ module.Wq[:, cols],
+            x @ module.Wk[:, cols],
             x @ module.Wv[:, cols],
         )
         heads.append(head)  # (B, T, dh)
@@ -181,8 +185,10 @@ def test_claim_every_row_of_weights_sums_to_one(make_module, make_tensor):
     x = make_tensor((2, 6, 12), seed=1)
     _, weights = module(x, torch_ref.causal_mask(6))
     torch.testing.assert_close(
-        weights.sum(dim=-1), torch.ones(2, 3, 6, dtype=torch.float64),
-        atol=atol(torch.float64), rtol=0,
+        weights.sum(dim=-1),
+        torch.ones(2, 3, 6, dtype=torch.float64),
+        atol=atol(torch.float64),
+        rtol=0,
     )
 
 

@@ -41,17 +41,22 @@ def grads_of(module, forward, x, context, upstream):
 def library_grads(library, mask, x, context, upstream):
     """The library's gradients, renamed to our module's parameters."""
     grads = grads_of(
-        library, lambda x, c: torch_ref.library_forward(library, x, mask, c),
-        x, context, upstream,
+        library,
+        lambda x, c: torch_ref.library_forward(library, x, mask, c),
+        x,
+        context,
+        upstream,
     )
     # in_proj_weight (and _bias) is [W_q; W_k; W_v] stacked along dim 0
     for kind in ("weight", "bias"):
         if f"in_proj_{kind}" in grads:
-            grads.update(zip(
-                (f"wq.{kind}", f"wk.{kind}", f"wv.{kind}"),
-                grads.pop(f"in_proj_{kind}").chunk(3),
-                strict=True,
-            ))
+            grads.update(
+                zip(
+                    (f"wq.{kind}", f"wk.{kind}", f"wv.{kind}"),
+                    grads.pop(f"in_proj_{kind}").chunk(3),
+                    strict=True,
+                )
+            )
             grads[f"wo.{kind}"] = grads.pop(f"out_proj.{kind}")
     return grads
 
@@ -79,8 +84,11 @@ def test_gradients_three_paths_agree(
         module, lambda x, c: module(x, mask, c)[0], x, context, upstream
     )
     sdpa = grads_of(
-        module, lambda x, c: torch_ref.sdpa_forward(module, x, mask, c),
-        x, context, upstream,
+        module,
+        lambda x, c: torch_ref.sdpa_forward(module, x, mask, c),
+        x,
+        context,
+        upstream,
     )
     library = library_grads(
         torch_ref.library_version(module), mask, x, context, upstream
@@ -90,7 +98,7 @@ def test_gradients_three_paths_agree(
     expected |= {"context"} if cross else set()
     assert set(ours) == set(sdpa) == set(library) == expected
     # gradients sum over B * T terms: allow that many roundings more
-    tol = dict(atol=B * T * atol(dtype), rtol=0)
+    tol = {"atol": B * T * atol(dtype), "rtol": 0}
     for name, grad in ours.items():
         if name == "wk.bias":  # q . b_k shifts a whole row: no gradient
             assert grad.abs().max() <= atol(dtype)
@@ -125,8 +133,7 @@ def test_gradients_attention_matches_finite_differences(
 
     # fast_mode checks random projections of the Jacobian: same bugs
     # caught, a fraction of the finite differences
-    assert torch.autograd.gradcheck(out_and_weights, (q, k, v),
-                                    fast_mode=True)
+    assert torch.autograd.gradcheck(out_and_weights, (q, k, v), fast_mode=True)
 
 
 @pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
@@ -136,8 +143,7 @@ def test_gradients_module_matches_finite_differences(
     # every parameter becomes an input, via torch.func.functional_call
     module = make_module(4, 2, bias=True)
     names = [name for name, _ in module.named_parameters()]
-    params = [p.detach().clone().requires_grad_()
-              for p in module.parameters()]
+    params = [p.detach().clone().requires_grad_() for p in module.parameters()]
     x = make_tensor((2, 3, 4), seed=1).requires_grad_()
     tk = 2 if cross else 3
     context = make_tensor((2, tk, 4), seed=2).requires_grad_()

@@ -24,9 +24,11 @@ def randn(*shape, seed):
 
 def qkv(n_kv_head, tk=T):
     """q (B, H, T, dh); k, v (B, H_kv, Tk, dh), float64."""
-    return (randn(B, H, T, D_HEAD, seed=1),
-            randn(B, n_kv_head, tk, D_HEAD, seed=2),
-            randn(B, n_kv_head, tk, D_HEAD, seed=3))
+    return (
+        randn(B, H, T, D_HEAD, seed=1),
+        randn(B, n_kv_head, tk, D_HEAD, seed=2),
+        randn(B, n_kv_head, tk, D_HEAD, seed=3),
+    )
 
 
 def random_mask(shape, seed):
@@ -50,19 +52,24 @@ def random_gqa_module(n_kv_head, rope=False, dtype=torch.float64):
 
 @pytest.mark.parametrize("n_kv_head", [1, 2, 3, 6])
 @pytest.mark.parametrize("mask_shape", [None, (T, T), (B, H, T, T)])
-def test_attention_grouped_heads_match_sdpa_enable_gqa(n_kv_head,
-                                                       mask_shape):
+def test_attention_grouped_heads_match_sdpa_enable_gqa(n_kv_head, mask_shape):
     q, k, v = qkv(n_kv_head)
     mask = None if mask_shape is None else random_mask(mask_shape, seed=4)
     expected = F.scaled_dot_product_attention(
-        q, k, v, dropout_p=0.0, enable_gqa=True,
+        q,
+        k,
+        v,
+        dropout_p=0.0,
+        enable_gqa=True,
         attn_mask=None if mask is None else ~mask,  # SDPA: True = allowed
     )
     got_torch, weights = torch_ref.attention(q, k, v, mask)
     torch.testing.assert_close(got_torch, expected, **TOL64)
     assert weights.shape == (B, H, T, T)  # one row of weights per head
     got_numpy, _ = numpy_ref.attention(
-        q.numpy(), k.numpy(), v.numpy(),
+        q.numpy(),
+        k.numpy(),
+        v.numpy(),
         None if mask is None else mask.numpy(),
     )
     np.testing.assert_allclose(got_numpy, expected.numpy(), **TOL64)
@@ -82,8 +89,9 @@ def test_attention_grouped_heads_match_repeat_interleave(n_kv_head):
     np.testing.assert_allclose(got_np, expected.numpy(), **TOL64)
     # and query head h really reads key/value head h // G
     for h in range(H):
-        one, _ = torch_ref.attention(q[:, h], k[:, h // group],
-                                     v[:, h // group])
+        one, _ = torch_ref.attention(
+            q[:, h], k[:, h // group], v[:, h // group]
+        )
         torch.testing.assert_close(got[:, h], one, **TOL64)
 
 
@@ -100,23 +108,25 @@ def test_attention_tiled_heads_give_a_different_wrong_answer():
     # where SDPA's grouping makes it read head a
     q, k, v = qkv(n_kv_head=2)
     right = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
-    tiled, _ = torch_ref.attention(q, pitfalls.wrong_tile_kv_heads(k, 3),
-                                   pitfalls.wrong_tile_kv_heads(v, 3))
+    tiled, _ = torch_ref.attention(
+        q,
+        pitfalls.wrong_tile_kv_heads(k, 3),
+        pitfalls.wrong_tile_kv_heads(v, 3),
+    )
     assert (tiled - right).abs().max() > 1e-2
     # what tiling computes: query head h reads key/value head h % H_kv
     for h in range(H):
         one, _ = torch_ref.attention(q[:, h], k[:, h % 2], v[:, h % 2])
         torch.testing.assert_close(tiled[:, h], one, **TOL64)
     # heads 0 and H - 1 read the same head either way; head 1 does not
-    torch.testing.assert_close(tiled[:, [0, -1]], right[:, [0, -1]],
-                               **TOL64)
+    torch.testing.assert_close(tiled[:, [0, -1]], right[:, [0, -1]], **TOL64)
     assert (tiled[:, 1] - right[:, 1]).abs().max() > 1e-2
 
 
-@pytest.mark.parametrize(("n_kv_head", "rope"), [(1, False), (2, False),
-                                             (3, True), (6, True)])
-def test_sdpa_forward_grouped_module_matches_from_scratch(n_kv_head,
-                                                          rope):
+@pytest.mark.parametrize(
+    ("n_kv_head", "rope"), [(1, False), (2, False), (3, True), (6, True)]
+)
+def test_sdpa_forward_grouped_module_matches_from_scratch(n_kv_head, rope):
     module = random_gqa_module(n_kv_head, rope=rope)
     x = randn(B, T, 12, seed=5)
     mask = torch_ref.causal_mask(T)
@@ -133,8 +143,7 @@ def test_mha_grouped_heads_project_to_n_kv_head_widths(n_kv_head):
     q, k, _v = module.project(randn(B, T, 12, seed=5))
     assert q.shape == (B, 6, T, 2)
     assert k.shape == (B, n_kv_head, T, 2)
-    twin = numpy_ref.MultiHeadAttention(12, 6, n_kv_head=n_kv_head,
-                                        bias=True)
+    twin = numpy_ref.MultiHeadAttention(12, 6, n_kv_head=n_kv_head, bias=True)
     assert twin.Wk.shape == twin.Wv.shape == (12, n_kv_head * 2)
     assert twin.bk.shape == (n_kv_head * 2,)
 
@@ -142,11 +151,11 @@ def test_mha_grouped_heads_project_to_n_kv_head_widths(n_kv_head):
 def test_mha_n_kv_head_equal_to_n_head_keeps_the_same_weights():
     # same seed, same draws: the default is the old module exactly
     plain = numpy_ref.MultiHeadAttention(8, 2, bias=True, seed=3)
-    full = numpy_ref.MultiHeadAttention(8, 2, n_kv_head=2, bias=True,
-                                        seed=3)
+    full = numpy_ref.MultiHeadAttention(8, 2, n_kv_head=2, bias=True, seed=3)
     for name in ("Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo"):
-        np.testing.assert_array_equal(getattr(plain, name),
-                                      getattr(full, name))
+        np.testing.assert_array_equal(
+            getattr(plain, name), getattr(full, name)
+        )
 
 
 def test_mha_multi_query_equals_one_shared_head_by_hand():
@@ -157,19 +166,20 @@ def test_mha_multi_query_equals_one_shared_head_by_hand():
     k = module.wk(x).unsqueeze(1)  # (B, 1, T, dh)
     v = module.wv(x).unsqueeze(1)
     q = module.split_heads(module.wq(x))  # (B, H, T, dh)
-    out, _ = torch_ref.attention(q, k.expand(1, 6, T, 2),
-                                 v.expand(1, 6, T, 2))
-    torch.testing.assert_close(y, module.wo(module.merge_heads(out)),
-                               **TOL64)
+    out, _ = torch_ref.attention(q, k.expand(1, 6, T, 2), v.expand(1, 6, T, 2))
+    torch.testing.assert_close(y, module.wo(module.merge_heads(out)), **TOL64)
 
 
 @pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
-@pytest.mark.parametrize(("h_k", "h_v", "words"), [
-    (4, 4, "H=6 heads and k, v have H_kv=4"),
-    (2, 3, "same number of heads"),
-    (4, 2, "same number of heads"),
-    (12, 12, "batch dims .* do not broadcast"),  # more heads than q
-])
+@pytest.mark.parametrize(
+    ("h_k", "h_v", "words"),
+    [
+        (4, 4, "H=6 heads and k, v have H_kv=4"),
+        (2, 3, "same number of heads"),
+        (4, 2, "same number of heads"),
+        (12, 12, "batch dims .* do not broadcast"),  # more heads than q
+    ],
+)
 def test_attention_bad_kv_heads_raise_naming_both(ref, h_k, h_v, words):
     q = randn(1, 6, 3, 4, seed=1)
     k, v = randn(1, h_k, 3, 4, seed=2), randn(1, h_v, 3, 4, seed=3)
@@ -180,11 +190,14 @@ def test_attention_bad_kv_heads_raise_naming_both(ref, h_k, h_v, words):
 
 
 @pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
-@pytest.mark.parametrize(("n_kv_head", "error", "words"), [
-    (4, ValueError, "n_head=6 is not a multiple of n_kv_head=4"),
-    (0, ValueError, "n_kv_head must be positive"),
-    (2.0, TypeError, "n_kv_head must be an int"),
-])
+@pytest.mark.parametrize(
+    ("n_kv_head", "error", "words"),
+    [
+        (4, ValueError, "n_head=6 is not a multiple of n_kv_head=4"),
+        (0, ValueError, "n_kv_head must be positive"),
+        (2.0, TypeError, "n_kv_head must be an int"),
+    ],
+)
 def test_mha_bad_n_kv_head_raises(ref, n_kv_head, error, words):
     with pytest.raises(error, match=words):
         ref.MultiHeadAttention(12, 6, n_kv_head=n_kv_head)

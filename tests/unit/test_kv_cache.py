@@ -7,16 +7,19 @@ import torch
 from mha_ref import kv_cache, torch_ref
 from mha_ref.tolerances import atol
 
-TOL = dict(atol=atol(torch.float64), rtol=0)
+TOL = {"atol": atol(torch.float64), "rtol": 0}
 
 
 # the default values (25, 30 against 10, 15) are a claim of the text:
 # tests/test_claims.py checks them
 
+
 @pytest.mark.parametrize(
-    "values, aligned, upper_left",
-    [((1.0, 2.0, 3.0, 4.0, 5.0, 6.0), [3.0, 3.5], [1.0, 1.5]),
-     ((-4.0, 8.0, 2.0), [2.0, 2.0], [-4.0, 2.0])],
+    ("values", "aligned", "upper_left"),
+    [
+        ((1.0, 2.0, 3.0, 4.0, 5.0, 6.0), [3.0, 3.5], [1.0, 1.5]),
+        ((-4.0, 8.0, 2.0), [2.0, 2.0], [-4.0, 2.0]),
+    ],
 )
 def test_kv_cache_example_is_running_mean_for_any_values(
     values, aligned, upper_left
@@ -35,8 +38,9 @@ def test_kv_cache_aligned_rows_equal_full_causal_rows(make_tensor):
     v = make_tensor((2, 2, t, d), seed=3)
     full, _ = torch_ref.attention(q, k, v, torch_ref.causal_mask(t))
     positions = torch.arange(t)
-    blocked = torch_ref.causal_mask_for_positions(positions[-n_new:],
-                                                  positions)
+    blocked = torch_ref.causal_mask_for_positions(
+        positions[-n_new:], positions
+    )
     cached, _ = torch_ref.attention(q[..., -n_new:, :], k, v, blocked)
     torch.testing.assert_close(cached, full[..., -n_new:, :], **TOL)
     # the upper-left square mask gives different, wrong rows
@@ -45,10 +49,12 @@ def test_kv_cache_aligned_rows_equal_full_causal_rows(make_tensor):
     assert (wrong - full[..., -n_new:, :]).abs().max() > 1e-2
 
 
-@pytest.mark.parametrize("values", [(10.0, 20.0, 30.0, 40.0, 50.0),
-                                    (-1.0, 7.0, 2.0)])
+@pytest.mark.parametrize(
+    "values", [(10.0, 20.0, 30.0, 40.0, 50.0), (-1.0, 7.0, 2.0)]
+)
 def test_kv_cache_single_new_query_same_masked_and_unmasked(values):
     masked, unmasked, blocked = kv_cache.single_new_query(values)
-    assert blocked.shape == (1, len(values)) and not blocked.any()
+    assert blocked.shape == (1, len(values))
+    assert not blocked.any()
     torch.testing.assert_close(masked, unmasked, atol=0, rtol=0)
     np.testing.assert_allclose(masked.numpy(), [np.mean(values)], **TOL)

@@ -31,7 +31,11 @@ MODULES = {  # (n_kv_head, rope)
 
 def random_module(n_kv_head, rope, dtype=torch.float64):
     module = torch_ref.MultiHeadAttention(
-        D_MODEL, N_HEAD, n_kv_head=n_kv_head, bias=True, rope=rope,
+        D_MODEL,
+        N_HEAD,
+        n_kv_head=n_kv_head,
+        bias=True,
+        rope=rope,
         dtype=dtype,
     )
     gen = torch.Generator().manual_seed(21)
@@ -43,8 +47,9 @@ def random_module(n_kv_head, rope, dtype=torch.float64):
 
 def random_x(dtype=torch.float64, t=T):
     gen = torch.Generator().manual_seed(22)
-    return torch.randn(B, t, D_MODEL, generator=gen,
-                       dtype=torch.float64).to(dtype)
+    return torch.randn(B, t, D_MODEL, generator=gen, dtype=torch.float64).to(
+        dtype
+    )
 
 
 def full_forward(module, x):
@@ -70,27 +75,27 @@ def test_kv_cache_holds_keys_rotated_at_absolute_positions(config):
     cache = kv_cache.KVCache()
     assert cache.length == 0
     for start, n in ((0, 4), (4, 1), (5, 4)):
-        kv_cache.cached_step(module, cache, x[:, start:start + n])
+        kv_cache.cached_step(module, cache, x[:, start : start + n])
         assert cache.length == start + n
     _, k, v = module.project(x)  # the full pass: positions 0 .. T - 1
     n_kv_head = config[0]
     assert cache.keys.shape == (B, n_kv_head, T, D_MODEL // N_HEAD)
     torch.testing.assert_close(cache.keys, k, atol=atol(k.dtype), rtol=0)
-    torch.testing.assert_close(cache.values, v, atol=atol(v.dtype),
-                               rtol=0)
+    torch.testing.assert_close(cache.values, v, atol=atol(v.dtype), rtol=0)
 
 
 def cache_relative_forward(module, x, chunks):
     """The bug: RoPE restarts at position 0 in every chunk."""
     cache, outputs = kv_cache.KVCache(), []
     for n in chunks:
-        chunk = x[:, cache.length:cache.length + n]  # (B, n, d_model)
+        chunk = x[:, cache.length : cache.length + n]  # (B, n, d_model)
         outputs.append(pitfalls.wrong_cached_step(module, cache, chunk))
     return torch.cat(outputs, dim=1)  # (B, T, d_model)
 
 
-@pytest.mark.parametrize("config", [(N_HEAD, True), (2, True)],
-                         ids=["mha-rope", "gqa-rope"])
+@pytest.mark.parametrize(
+    "config", [(N_HEAD, True), (2, True)], ids=["mha-rope", "gqa-rope"]
+)
 def test_cache_relative_rope_positions_break_the_equality(config):
     module = random_module(*config)
     x = random_x()
@@ -102,8 +107,9 @@ def test_cache_relative_rope_positions_break_the_equality(config):
     torch.testing.assert_close(one, full, atol=atol(full.dtype), rtol=0)
     # the first chunk starts at 0 either way; later ones go wrong
     first = CHUNKINGS["uneven"][0]
-    torch.testing.assert_close(wrong[:, :first], full[:, :first],
-                               atol=atol(full.dtype), rtol=0)
+    torch.testing.assert_close(
+        wrong[:, :first], full[:, :first], atol=atol(full.dtype), rtol=0
+    )
     assert (wrong[:, first:] - full[:, first:]).abs().max() > 1e-2
 
 
@@ -114,8 +120,7 @@ def test_cached_forward_last_step_sees_every_key_unlike_is_causal():
     with torch.no_grad():
         full = full_forward(module, x)
         cached = kv_cache.cached_forward(module, x, [T - 1, 1])
-    torch.testing.assert_close(cached, full, atol=atol(full.dtype),
-                               rtol=0)
+    torch.testing.assert_close(cached, full, atol=atol(full.dtype), rtol=0)
     blocked = torch_ref.causal_mask_for_positions([T - 1], range(T))
     assert blocked.shape == (1, T)
     assert not blocked.any()
@@ -130,25 +135,30 @@ def test_cached_forward_last_step_sees_every_key_unlike_is_causal():
     assert (upper_left - right).abs().max() > 1e-2
 
 
-@pytest.mark.parametrize("values", [(10.0, 20.0, 30.0, 40.0, 50.0),
-                                    (1.0, -3.0, 8.0)])
+@pytest.mark.parametrize(
+    "values", [(10.0, 20.0, 30.0, 40.0, 50.0), (1.0, -3.0, 8.0)]
+)
 def test_single_query_is_causal_sees_key_zero_only(values):
     no_mask, is_causal = kv_cache.single_query_is_causal(values)
     torch.testing.assert_close(
-        no_mask, torch.tensor([sum(values) / len(values)],
-                              dtype=torch.float64))
+        no_mask, torch.tensor([sum(values) / len(values)], dtype=torch.float64)
+    )
     # upper-left alignment: the one query row is treated as position 0
     torch.testing.assert_close(
-        is_causal, torch.tensor([values[0]], dtype=torch.float64))
+        is_causal, torch.tensor([values[0]], dtype=torch.float64)
+    )
 
 
-@pytest.mark.parametrize(("chunks", "error", "words"), [
-    ([4, 4], ValueError, "sum to 8, but x holds T=9"),
-    ([5, 0, 4], ValueError, r"chunks\[1\] = 0"),
-    ([5, -1, 5], ValueError, r"chunks\[1\] = -1"),
-    ([4.5, 4.5], TypeError, r"chunks\[0\] must be an int"),
-    (9, TypeError, "sequence of lengths"),
-])
+@pytest.mark.parametrize(
+    ("chunks", "error", "words"),
+    [
+        ([4, 4], ValueError, "sum to 8, but x holds T=9"),
+        ([5, 0, 4], ValueError, r"chunks\[1\] = 0"),
+        ([5, -1, 5], ValueError, r"chunks\[1\] = -1"),
+        ([4.5, 4.5], TypeError, r"chunks\[0\] must be an int"),
+        (9, TypeError, "sequence of lengths"),
+    ],
+)
 def test_cached_forward_bad_chunks_raise(chunks, error, words):
     module = random_module(N_HEAD, False)
     with pytest.raises(error, match=words):

@@ -24,8 +24,9 @@ BLOCK = 8  # several tiles per row and per column
 def tiled_forward(module, x, mask=None, context=None):
     """The module's weights through tiled_attention_torch."""
     q, k, v = module.project(x, context)  # (B, H, T, dh)
-    out = tiled.tiled_attention_torch(q, k, v, mask, block_q=BLOCK,
-                                      block_k=BLOCK)  # (B, H, Tq, dh)
+    out = tiled.tiled_attention_torch(
+        q, k, v, mask, block_q=BLOCK, block_k=BLOCK
+    )  # (B, H, Tq, dh)
     return module.wo(module.merge_heads(out))  # (B, Tq, d_model)
 
 
@@ -36,8 +37,7 @@ def paths(module):
         "forward": lambda x, m, c: module(x, m, c)[0],
         "tiled": lambda x, m, c: tiled_forward(module, x, m, c),
         "sdpa": lambda x, m, c: torch_ref.sdpa_forward(module, x, m, c),
-        "library": lambda x, m, c: torch_ref.library_forward(
-            library, x, m, c),
+        "library": lambda x, m, c: torch_ref.library_forward(library, x, m, c),
     }
 
 
@@ -79,8 +79,9 @@ def test_low_precision_paths_match_float64_within_atol(
 
 @pytest.mark.parametrize("dtype", LOW, ids=str)
 def test_attention_low_precision_weights_match_float64(dtype, make_tensor):
-    q, k, v = (make_tensor((B, N_HEAD, T, 8), dtype=dtype, seed=s)
-               for s in (3, 4, 5))
+    q, k, v = (
+        make_tensor((B, N_HEAD, T, 8), dtype=dtype, seed=s) for s in (3, 4, 5)
+    )
     out, weights = torch_ref.attention(q, k, v, torch_ref.causal_mask(T))
     out64, weights64 = torch_ref.attention(
         q.double(), k.double(), v.double(), torch_ref.causal_mask(T)
@@ -108,28 +109,35 @@ def test_tiled_bf16_block_k_1_counts_every_key():
     q = torch.zeros(1, 1, 1, 8, dtype=torch.bfloat16)
     k = torch.zeros(1, 1, 512, 8, dtype=torch.bfloat16)
     v = torch.cat([torch.zeros(256), torch.ones(256)]).to(torch.bfloat16)
-    out = tiled.tiled_attention_torch(q, k, v.view(1, 1, 512, 1),
-                                      block_k=1)
+    out = tiled.tiled_attention_torch(q, k, v.view(1, 1, 512, 1), block_k=1)
     assert out.item() == 0.5  # the mean of 256 zeros and 256 ones
 
 
 @pytest.mark.parametrize("dtype", LOW, ids=str)
 def test_tiled_bf16_and_fp16_block_k_1_match_float64(dtype, make_tensor):
-    q, k, v = (make_tensor((1, 2, 4, 8), dtype=dtype, seed=6),
-               make_tensor((1, 2, 300, 8), dtype=dtype, seed=7),
-               make_tensor((1, 2, 300, 3), dtype=dtype, seed=8))
+    q, k, v = (
+        make_tensor((1, 2, 4, 8), dtype=dtype, seed=6),
+        make_tensor((1, 2, 300, 8), dtype=dtype, seed=7),
+        make_tensor((1, 2, 300, 3), dtype=dtype, seed=8),
+    )
     out = tiled.tiled_attention_torch(q, k, v, block_k=1)
     expected, _ = torch_ref.attention(q.double(), k.double(), v.double())
-    torch.testing.assert_close(out.double(), expected, atol=atol(dtype),
-                               rtol=0)
+    torch.testing.assert_close(
+        out.double(), expected, atol=atol(dtype), rtol=0
+    )
 
 
-@pytest.mark.parametrize(("dtype", "stats"), [
-    (torch.float16, torch.float32), (torch.bfloat16, torch.float32),
-    (torch.float32, torch.float32), (torch.float64, torch.float64),
-], ids=str)
-def test_tiled_keeps_statistics_in_float32_or_wider(dtype, stats,
-                                                    make_tensor):
+@pytest.mark.parametrize(
+    ("dtype", "stats"),
+    [
+        (torch.float16, torch.float32),
+        (torch.bfloat16, torch.float32),
+        (torch.float32, torch.float32),
+        (torch.float64, torch.float64),
+    ],
+    ids=str,
+)
+def test_tiled_keeps_statistics_in_float32_or_wider(dtype, stats, make_tensor):
     q = make_tensor((1, 1, 3, 4), dtype=dtype)
     out, lse = tiled.tiled_attention_torch(q, q, q, return_lse=True)
     assert out.dtype == dtype  # cast once, at the end

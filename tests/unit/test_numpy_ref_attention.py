@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from mha_ref import numpy_ref
 from mha_ref.tolerances import atol
 
-TOL = dict(atol=atol(np.float64), rtol=0)
+TOL = {"atol": atol(np.float64), "rtol": 0}
 B, H, TQ, TK, D = 2, 3, 4, 5, 6
 
 
@@ -46,15 +46,22 @@ def test_attention_broadcasts_batch_dims_of_q_k_v(rng):
     v = rng.standard_normal((TK, D))  # shared by everything
     out, _ = numpy_ref.attention(q, k, v)
     full = np.broadcast_to
-    expected = sdpa(q, full(k, (B, H, TK, D)).copy(),
-                    full(v, (B, H, TK, D)).copy())
+    expected = sdpa(
+        q, full(k, (B, H, TK, D)).copy(), full(v, (B, H, TK, D)).copy()
+    )
     np.testing.assert_allclose(out, expected, **TOL)
 
 
 @pytest.mark.parametrize(
     "shape",
-    [(TQ, TK), (B, 1, TQ, TK), (1, H, TQ, TK), (B, H, TQ, TK),
-     (B, 1, 1, TK), (TK,)],
+    [
+        (TQ, TK),
+        (B, 1, TQ, TK),
+        (1, H, TQ, TK),
+        (B, H, TQ, TK),
+        (B, 1, 1, TK),
+        (TK,),
+    ],
     ids=["shared", "per-batch", "per-head", "full", "key-padding", "keys"],
 )
 def test_attention_mask_broadcasts_like_the_full_mask(shape, rng):
@@ -83,8 +90,12 @@ def test_attention_mask_blocks_before_softmax(rng):
 
 
 @pytest.mark.parametrize(
-    "mask", [np.zeros((TQ, TK), dtype=int), np.zeros((TQ, TK)),
-             np.zeros((TQ, TK), dtype=np.uint8)],
+    "mask",
+    [
+        np.zeros((TQ, TK), dtype=int),
+        np.zeros((TQ, TK)),
+        np.zeros((TQ, TK), dtype=np.uint8),
+    ],
     ids=["int", "float", "uint8"],
 )
 def test_attention_rejects_non_bool_mask(mask, rng):
@@ -98,8 +109,10 @@ def test_attention_rejects_non_bool_mask(mask, rng):
 def test_attention_rejects_non_broadcasting_mask(shape, rng):
     q = rng.standard_normal((B, TQ, D))
     k = v = rng.standard_normal((B, TK, D))
-    pattern = (rf"mask of shape \({shape[0]}, .*\(\.\.\., Tq, Tk\) = "
-               rf"\({B}, {TQ}, {TK}\)")
+    pattern = (
+        rf"mask of shape \({shape[0]}, .*\(\.\.\., Tq, Tk\) = "
+        rf"\({B}, {TQ}, {TK}\)"
+    )
     with pytest.raises(ValueError, match=pattern):
         numpy_ref.attention(q, k, v, np.zeros(shape, dtype=bool))
 
@@ -109,13 +122,16 @@ def test_attention_rejects_fully_masked_row_naming_it(rng):
     k = v = rng.standard_normal((B, H, TK, D))
     mask = np.zeros((B, 1, TQ, TK), dtype=bool)
     mask[1, 0, 2] = True  # batch 1, every head, query 2
-    with pytest.raises(ValueError, match=r"query row at index \(1, 0, 2\) "
-                       rf"\(of {H} such rows"):
+    with pytest.raises(
+        ValueError,
+        match=r"query row at index \(1, 0, 2\) "
+        rf"\(of {H} such rows",
+    ):
         numpy_ref.attention(q, k, v, mask)
 
 
 @pytest.mark.parametrize(
-    "q, k, v, message",
+    ("q", "k", "v", "message"),
     [
         ((TQ,), (TK, D), (TK, D), r"q must have at least 2 dims"),
         ((TQ, D), (TK, D + 1), (TK, D), r"same last dim .*\(4, 6\) vs k"),
@@ -134,8 +150,11 @@ def test_attention_rejects_mismatched_shapes(q, k, v, message, rng):
 def test_attention_rejects_non_finite_inputs_naming_them(name, bad, rng):
     arrays = {n: rng.standard_normal((TQ, D)) for n in "qkv"}
     arrays[name][1, 3] = bad
-    with pytest.raises(ValueError, match=rf"{name} of shape \(4, 6\) "
-                       rf"holds {bad} at index \(1, 3\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{name} of shape \(4, 6\) "
+        rf"holds {bad} at index \(1, 3\)",
+    ):
         numpy_ref.attention(arrays["q"], arrays["k"], arrays["v"])
 
 
@@ -149,8 +168,9 @@ def test_attention_rejects_overflowing_scores():
 
 
 def test_causal_mask_is_strict_upper_triangle():
-    expected = np.array([[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1],
-                         [0, 0, 0, 0]], dtype=bool)
+    expected = np.array(
+        [[0, 1, 1, 1], [0, 0, 1, 1], [0, 0, 0, 1], [0, 0, 0, 0]], dtype=bool
+    )
     np.testing.assert_array_equal(numpy_ref.causal_mask(4), expected)
     assert numpy_ref.causal_mask(4).dtype == bool
     np.testing.assert_array_equal(numpy_ref.causal_mask(1), [[False]])
@@ -158,9 +178,7 @@ def test_causal_mask_is_strict_upper_triangle():
 
 def test_causal_mask_for_positions_blocks_later_keys():
     got = numpy_ref.causal_mask_for_positions([3, 4], range(5))
-    np.testing.assert_array_equal(
-        got, [[0, 0, 0, 0, 1], [0, 0, 0, 0, 0]]
-    )
+    np.testing.assert_array_equal(got, [[0, 0, 0, 0, 1], [0, 0, 0, 0, 0]])
     square = numpy_ref.causal_mask_for_positions(range(6), range(6))
     np.testing.assert_array_equal(square, numpy_ref.causal_mask(6))
     # positions need not be sorted or contiguous

@@ -6,32 +6,42 @@ import pytest
 from mha_ref import numpy_ref
 from mha_ref.tolerances import atol
 
-TOL = dict(atol=atol(np.float64), rtol=0)
+TOL = {"atol": atol(np.float64), "rtol": 0}
 B, TQ, TK, D_MODEL, N_HEAD = 2, 4, 6, 12, 3
 
 
 def loop_oracle(m, x, context, mask):
     """The paper's formula one head at a time, scalar loops for softmax."""
+
     def lin(a, w, b):
         return a @ w + (0 if b is None else b)
 
-    q, k, v = lin(x, m.Wq, m.bq), lin(context, m.Wk, m.bk), \
-        lin(context, m.Wv, m.bv)
+    q, k, v = (
+        lin(x, m.Wq, m.bq),
+        lin(context, m.Wk, m.bk),
+        lin(context, m.Wv, m.bv),
+    )
     dh = m.d_head
     heads = np.zeros_like(q)
     for b in range(x.shape[0]):
         for h in range(m.n_head):
             cols = slice(h * dh, (h + 1) * dh)
             for i in range(x.shape[1]):
-                scores = [q[b, i, cols] @ k[b, j, cols] / np.sqrt(dh)
-                          for j in range(context.shape[1])]
-                allowed = [j for j in range(len(scores))
-                           if mask is None or not mask[b, h, i, j]]
+                scores = [
+                    q[b, i, cols] @ k[b, j, cols] / np.sqrt(dh)
+                    for j in range(context.shape[1])
+                ]
+                allowed = [
+                    j
+                    for j in range(len(scores))
+                    if mask is None or not mask[b, h, i, j]
+                ]
                 top = max(scores[j] for j in allowed)
                 e = {j: np.exp(scores[j] - top) for j in allowed}
                 total = sum(e.values())
-                heads[b, i, cols] = sum(e[j] / total * v[b, j, cols]
-                                        for j in allowed)
+                heads[b, i, cols] = sum(
+                    e[j] / total * v[b, j, cols] for j in allowed
+                )
     return lin(heads, m.Wo, m.bo)
 
 
@@ -39,8 +49,7 @@ def loop_oracle(m, x, context, mask):
 @pytest.mark.parametrize("cross", [False, True], ids=["self", "cross"])
 @pytest.mark.parametrize("masked", [False, True], ids=["none", "mask"])
 def test_mha_matches_head_by_head_loop(bias, cross, masked, rng):
-    module = numpy_ref.MultiHeadAttention(D_MODEL, N_HEAD, bias=bias,
-                                          seed=3)
+    module = numpy_ref.MultiHeadAttention(D_MODEL, N_HEAD, bias=bias, seed=3)
     if bias:  # the init's biases are small: make them matter
         module.bq, module.bk, module.bv, module.bo = (
             rng.standard_normal(D_MODEL) for _ in range(4)
@@ -53,8 +62,7 @@ def test_mha_matches_head_by_head_loop(bias, cross, masked, rng):
         mask = rng.random((B, N_HEAD, TQ, tk)) < 0.5
         mask[..., 0] = False
     y, weights = module(x, mask, context)
-    expected = loop_oracle(module, x, x if context is None else context,
-                           mask)
+    expected = loop_oracle(module, x, x if context is None else context, mask)
     np.testing.assert_allclose(y, expected, **TOL)
     np.testing.assert_allclose(weights.sum(-1), 1.0, **TOL)
     if masked:
@@ -86,14 +94,18 @@ def test_mha_split_heads_takes_each_heads_columns(rng):
     heads = module.split_heads(x)  # (B, H, T, dh)
     dh = module.d_head
     for h in range(N_HEAD):
-        np.testing.assert_array_equal(heads[:, h],
-                                      x[..., h * dh:(h + 1) * dh])
+        np.testing.assert_array_equal(
+            heads[:, h], x[..., h * dh : (h + 1) * dh]
+        )
     np.testing.assert_array_equal(module.merge_heads(heads), x)
 
 
 def test_mha_rejects_uneven_head_split():
-    with pytest.raises(ValueError, match=r"d_model=10 is not divisible by "
-                       r"n_head=4"):
+    with pytest.raises(
+        ValueError,
+        match=r"d_model=10 is not divisible by "
+        r"n_head=4",
+    ):
         numpy_ref.MultiHeadAttention(10, 4)
 
 
@@ -102,19 +114,28 @@ def test_mha_rejects_uneven_head_split():
 )
 def test_mha_rejects_wrong_input_shape_naming_it(shape, rng):
     module = numpy_ref.MultiHeadAttention(D_MODEL, N_HEAD)
-    with pytest.raises(ValueError, match=r"x must have shape \(B, T, "
-                       rf"d_model=12\), got \({shape[0]}, "):
+    with pytest.raises(
+        ValueError,
+        match=r"x must have shape \(B, T, "
+        rf"d_model=12\), got \({shape[0]}, ",
+    ):
         module(rng.standard_normal(shape))
 
 
 def test_mha_rejects_bad_context_naming_shapes(rng):
     module = numpy_ref.MultiHeadAttention(D_MODEL, N_HEAD)
     x = rng.standard_normal((B, TQ, D_MODEL))
-    with pytest.raises(ValueError, match=r"context batch \(3, 6, 12\) does "
-                       r"not match x batch \(2, 4, 12\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"context batch \(3, 6, 12\) does "
+        r"not match x batch \(2, 4, 12\)",
+    ):
         module(x, context=rng.standard_normal((3, TK, D_MODEL)))
-    with pytest.raises(ValueError, match=r"context must have shape .* got "
-                       r"\(2, 6, 8\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"context must have shape .* got "
+        r"\(2, 6, 8\)",
+    ):
         module(x, context=rng.standard_normal((B, TK, 8)))
 
 

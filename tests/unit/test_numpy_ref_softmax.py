@@ -7,15 +7,16 @@ import torch
 from mha_ref import numpy_ref
 from mha_ref.tolerances import atol
 
-TOL = dict(atol=atol(np.float64), rtol=0)
+TOL = {"atol": atol(np.float64), "rtol": 0}
 
 
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 def test_softmax_matches_torch_on_any_axis(axis, rng):
     logits = 5 * rng.standard_normal((3, 4, 5))
     expected = torch.from_numpy(logits).softmax(dim=axis).numpy()
-    np.testing.assert_allclose(numpy_ref.softmax(logits, axis), expected,
-                               **TOL)
+    np.testing.assert_allclose(
+        numpy_ref.softmax(logits, axis), expected, **TOL
+    )
 
 
 def test_softmax_is_stable_for_huge_logits():
@@ -36,11 +37,14 @@ def test_softmax_keeps_float32_and_float16_promotes():
     assert numpy_ref.softmax(logits.astype(np.float16)).dtype == np.float32
 
 
-@pytest.mark.parametrize("axis, row", [(-1, r"\(1,\)"), (0, r"\(0,\)")])
+@pytest.mark.parametrize(("axis", "row"), [(-1, r"\(1,\)"), (0, r"\(0,\)")])
 def test_softmax_rejects_all_minus_inf_row_naming_it(axis, row):
     logits = np.array([[-np.inf, 0.0], [-np.inf, -np.inf]])
-    with pytest.raises(ValueError, match=rf"logits row at index {row}.* "
-                       r"every key masked"):
+    with pytest.raises(
+        ValueError,
+        match=rf"logits row at index {row}.* "
+        r"every key masked",
+    ):
         numpy_ref.softmax(logits, axis=axis)
 
 
@@ -54,11 +58,13 @@ def test_softmax_accepts_bool_and_int_logits():
     e = np.e
     np.testing.assert_allclose(
         numpy_ref.softmax(np.array([True, False])),
-        [e / (e + 1), 1 / (e + 1)], rtol=1e-6,
+        [e / (e + 1), 1 / (e + 1)],
+        rtol=1e-6,
     )
     ints = np.array([3, 1, 2], dtype=np.int32)
     np.testing.assert_allclose(
-        numpy_ref.softmax(ints), numpy_ref.softmax(ints.astype(float)),
+        numpy_ref.softmax(ints),
+        numpy_ref.softmax(ints.astype(float)),
         **TOL,
     )
 
@@ -71,8 +77,10 @@ def test_softmax_accepts_large_exact_int64():
 
 @pytest.mark.parametrize(
     "logits",
-    [np.array([0, 2**53 + 1], dtype=np.int64),
-     np.array([2**63 - 1, 0], dtype=np.int64)],
+    [
+        np.array([0, 2**53 + 1], dtype=np.int64),
+        np.array([2**63 - 1, 0], dtype=np.int64),
+    ],
 )
 def test_softmax_rejects_int64_not_exact_in_float64(logits):
     with pytest.raises(ValueError, match="not exactly representable"):
@@ -80,9 +88,12 @@ def test_softmax_rejects_int64_not_exact_in_float64(logits):
 
 
 @pytest.mark.parametrize(
-    "logits, kind",
-    [([1 + 2j, 0j], "complex"), (np.array([1.0], dtype=object), "object"),
-     (["a", "b"], "<U1")],
+    ("logits", "kind"),
+    [
+        ([1 + 2j, 0j], "complex"),
+        (np.array([1.0], dtype=object), "object"),
+        (["a", "b"], "<U1"),
+    ],
 )
 def test_softmax_rejects_complex_object_and_str(logits, kind):
     with pytest.raises(TypeError, match=f"got dtype {kind}"):

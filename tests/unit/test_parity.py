@@ -16,8 +16,14 @@ B, N_HEAD, D_MODEL = 2, 3, 12  # d_head = 4
 T, TQ, TK = 5, 4, 6  # self-attention length; cross-attention lengths
 
 DTYPES = [torch.float32, torch.float64]
-CASES = ["none", "causal", "per-head", "key-padding", "cross",
-         "cross-per-batch"]
+CASES = [
+    "none",
+    "causal",
+    "per-head",
+    "key-padding",
+    "cross",
+    "cross-per-batch",
+]
 
 
 def make_case(case, make_tensor, make_mask, dtype, device="cpu"):
@@ -27,8 +33,9 @@ def make_case(case, make_tensor, make_mask, dtype, device="cpu"):
     x = make_tensor((B, tq, D_MODEL), dtype=dtype, device=device, seed=1)
     context = None
     if cross:
-        context = make_tensor((B, tk, D_MODEL), dtype=dtype,
-                              device=device, seed=2)
+        context = make_tensor(
+            (B, tk, D_MODEL), dtype=dtype, device=device, seed=2
+        )
     if case in ("none", "cross"):
         mask = None
     elif case == "causal":
@@ -57,7 +64,11 @@ def library_weights(library, x, mask, context):
     if mask is not None:
         mask = mask.expand(b, N_HEAD, tq, tk).reshape(b * N_HEAD, tq, tk)
     _, weights = library(
-        x, context, context, attn_mask=mask, need_weights=True,
+        x,
+        context,
+        context,
+        attn_mask=mask,
+        need_weights=True,
         average_attn_weights=False,
     )
     return weights
@@ -71,7 +82,7 @@ def test_parity_four_implementations_agree(
 ):
     module = make_module(D_MODEL, N_HEAD, bias=bias, dtype=dtype)
     x, context, mask = make_case(case, make_tensor, make_mask, dtype)
-    tol = dict(atol=atol(dtype), rtol=0)
+    tol = {"atol": atol(dtype), "rtol": 0}
 
     y, weights = module(x, mask, context)
     y_sdpa = torch_ref.sdpa_forward(module, x, mask, context)
@@ -143,11 +154,13 @@ cuda = [
 def test_parity_on_cuda_matches_numpy(
     device, bias, dtype, case, make_module, make_tensor, make_mask
 ):
-    module = make_module(D_MODEL, N_HEAD, bias=bias, dtype=dtype,
-                         device=device)
-    x, context, mask = make_case(case, make_tensor, make_mask, dtype,
-                                 device=device)
-    tol = dict(atol=atol(dtype), rtol=0)
+    module = make_module(
+        D_MODEL, N_HEAD, bias=bias, dtype=dtype, device=device
+    )
+    x, context, mask = make_case(
+        case, make_tensor, make_mask, dtype, device=device
+    )
+    tol = {"atol": atol(dtype), "rtol": 0}
     y, weights = module(x, mask, context)
     assert y.device.type == weights.device.type == "cuda"
     y_sdpa = torch_ref.sdpa_forward(module, x, mask, context)

@@ -6,7 +6,7 @@ import pytest
 from mha_ref import numpy_ref, pitfalls, torch_ref
 from mha_ref.tolerances import atol
 
-TOL = dict(atol=atol(np.float64), rtol=0)
+TOL = {"atol": atol(np.float64), "rtol": 0}
 B, T, D_MODEL, N_HEAD = 2, 5, 12, 3
 
 
@@ -89,9 +89,9 @@ def test_wrong_softmax_axis_overweights_the_last_causal_row(rng):
     scores = rng.standard_normal((T, T))
     masked = np.where(numpy_ref.causal_mask(T), -np.inf, scores)
     wrong = pitfalls.wrong_softmax_axis(masked)
-    assert wrong[-1, -1] == 1.0 and wrong[-1].sum() > 1.1
-    np.testing.assert_allclose(numpy_ref.softmax(masked).sum(-1), 1.0,
-                               **TOL)
+    assert wrong[-1, -1] == 1.0
+    assert wrong[-1].sum() > 1.1
+    np.testing.assert_allclose(numpy_ref.softmax(masked).sum(-1), 1.0, **TOL)
 
 
 def test_wrong_merge_heads_interleaves_positions(module, rng):

@@ -17,7 +17,9 @@ TOL = atol(np.float64)
 # the factory fixtures are stateless, so sharing them across examples
 # is safe: hypothesis' warning about function-scoped fixtures is moot
 PROPERTY = settings(
-    max_examples=40, deadline=None, database=None,
+    max_examples=40,
+    deadline=None,
+    database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],
 )
 LAYOUTS = ["none", "shared", "per-batch", "per-head", "key-padding"]
@@ -54,23 +56,30 @@ def problems(draw, masked=False):
     tq = draw(st.integers(1, 5))
     cross = draw(st.booleans())
     tk = draw(st.integers(1, 5)) if cross else tq
-    return dict(
-        b=b, n_head=n_head, d_model=n_head * d_head, tq=tq, tk=tk,
-        cross=cross, bias=draw(st.booleans()),
-        mask=draw(masks(b, n_head, tq, tk, masked)),
-        seed=draw(st.integers(0, 2**16)),
-    )
+    return {
+        "b": b,
+        "n_head": n_head,
+        "d_model": n_head * d_head,
+        "tq": tq,
+        "tk": tk,
+        "cross": cross,
+        "bias": draw(st.booleans()),
+        "mask": draw(masks(b, n_head, tq, tk, masked)),
+        "seed": draw(st.integers(0, 2**16)),
+    }
 
 
 def run_both(p, random_module, random_tensor):
     """(y, weights) from torch_ref and from its NumPy twin, as arrays."""
-    module = random_module(p["d_model"], p["n_head"], bias=p["bias"],
-                           seed=p["seed"])
+    module = random_module(
+        p["d_model"], p["n_head"], bias=p["bias"], seed=p["seed"]
+    )
     x = random_tensor((p["b"], p["tq"], p["d_model"]), seed=p["seed"])
     context = None
     if p["cross"]:
-        context = random_tensor((p["b"], p["tk"], p["d_model"]),
-                                seed=p["seed"] + 1)
+        context = random_tensor(
+            (p["b"], p["tk"], p["d_model"]), seed=p["seed"] + 1
+        )
     mask = None if p["mask"] is None else torch.from_numpy(p["mask"])
     y, weights = module(x, mask, context)
     twin = torch_ref.to_numpy(module)
@@ -92,8 +101,7 @@ def test_properties_numpy_and_torch_modules_agree(p, make_module, make_tensor):
 @given(p=problems())
 def test_properties_weight_rows_sum_to_one(p, make_module, make_tensor):
     for _, weights in run_both(p, make_module, make_tensor):
-        np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=TOL,
-                                   rtol=0)
+        np.testing.assert_allclose(weights.sum(axis=-1), 1.0, atol=TOL, rtol=0)
         assert (weights >= 0).all()
 
 
@@ -134,7 +142,9 @@ def test_properties_head_output_lies_between_allowed_values(qkvm):
     out_np, _ = numpy_ref.attention(q, k, v, mask)
     as_torch = None if mask is None else torch.from_numpy(mask)
     out_torch, _ = torch_ref.attention(
-        torch.from_numpy(q), torch.from_numpy(k), torch.from_numpy(v),
+        torch.from_numpy(q),
+        torch.from_numpy(k),
+        torch.from_numpy(v),
         as_torch,
     )
     for out in (out_np, out_torch.numpy()):

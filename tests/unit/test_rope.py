@@ -39,8 +39,9 @@ def test_apply_rope_matches_explicit_pair_rotations(rng):
     x = rng.standard_normal((5, 8))
     positions = [0, 3, 7, 100, 2]
     expected = rotate_pairs_by_hand(x, positions)
-    np.testing.assert_allclose(numpy_ref.apply_rope(x, positions),
-                               expected, **TOL64)
+    np.testing.assert_allclose(
+        numpy_ref.apply_rope(x, positions), expected, **TOL64
+    )
     got = torch_ref.apply_rope(torch.from_numpy(x), positions)
     np.testing.assert_allclose(got.numpy(), expected, **TOL64)
 
@@ -49,7 +50,8 @@ def test_apply_rope_base_changes_the_frequencies(rng):
     x = rng.standard_normal((3, 4))
     got = numpy_ref.apply_rope(x, [1, 2, 3], base=500000.0)
     np.testing.assert_allclose(
-        got, rotate_pairs_by_hand(x, [1, 2, 3], 500000.0), **TOL64)
+        got, rotate_pairs_by_hand(x, [1, 2, 3], 500000.0), **TOL64
+    )
     assert np.abs(got - numpy_ref.apply_rope(x, [1, 2, 3])).max() > 1e-3
 
 
@@ -61,16 +63,18 @@ def test_apply_rope_numpy_and_torch_agree(rng, dtype):
     got_torch = torch_ref.apply_rope(torch.from_numpy(x), positions)
     assert got_np.dtype == dtype
     assert got_torch.dtype == getattr(torch, dtype)
-    np.testing.assert_allclose(got_torch.numpy(), got_np,
-                               atol=atol(dtype), rtol=0)
+    np.testing.assert_allclose(
+        got_torch.numpy(), got_np, atol=atol(dtype), rtol=0
+    )
 
 
 def test_apply_rope_position_zero_is_identity_and_norms_are_kept(rng):
     x = rng.standard_normal((4, 6))
     rotated = numpy_ref.apply_rope(x, [0, 1, 50, 1000])
     np.testing.assert_allclose(rotated[0], x[0], **TOL64)
-    np.testing.assert_allclose(np.linalg.norm(rotated, axis=-1),
-                               np.linalg.norm(x, axis=-1), **TOL64)
+    np.testing.assert_allclose(
+        np.linalg.norm(rotated, axis=-1), np.linalg.norm(x, axis=-1), **TOL64
+    )
 
 
 vectors = arrays(np.float64, 8, elements=st.floats(-2, 2))
@@ -78,8 +82,13 @@ positions = st.integers(0, 512)
 
 
 @settings(max_examples=60, deadline=None, database=None)
-@given(q=vectors, k=vectors, m=positions, n=positions,
-       shift=st.integers(-256, 512))
+@given(
+    q=vectors,
+    k=vectors,
+    m=positions,
+    n=positions,
+    shift=st.integers(-256, 512),
+)
 def test_apply_rope_scores_depend_on_m_minus_n_only(q, k, m, n, shift):
     def score(m, n):
         q_m = numpy_ref.apply_rope(q[None, :], [m])[0]
@@ -107,8 +116,9 @@ def random_rope_module(n_kv_head, dtype=torch.float64):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize(("n_kv_head", "rope"), [(4, True), (2, True),
-                                             (1, True), (2, False)])
+@pytest.mark.parametrize(
+    ("n_kv_head", "rope"), [(4, True), (2, True), (1, True), (2, False)]
+)
 def test_mha_numpy_and_torch_agree_with_n_kv_head_and_rope(
     dtype, n_kv_head, rope
 ):
@@ -121,8 +131,9 @@ def test_mha_numpy_and_torch_agree_with_n_kv_head_and_rope(
     mask = torch_ref.causal_mask(6)
     positions = torch.arange(4, 10)  # a window further into a sequence
     y, weights = module(x, mask=mask, positions=positions)
-    y_np, weights_np = twin(x.numpy(), mask=mask.numpy(),
-                            positions=positions.numpy())
+    y_np, weights_np = twin(
+        x.numpy(), mask=mask.numpy(), positions=positions.numpy()
+    )
     tol = {"atol": atol(dtype), "rtol": 0}
     np.testing.assert_allclose(y.detach().numpy(), y_np, **tol)
     np.testing.assert_allclose(weights.detach().numpy(), weights_np, **tol)

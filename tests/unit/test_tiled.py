@@ -41,9 +41,9 @@ def aligned_mask(tq, tk):
     )
 
 
-@pytest.mark.parametrize("block_q, block_k", BLOCKS)
+@pytest.mark.parametrize(("block_q", "block_k"), BLOCKS)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("tq, tk", [(16, 16), (12, 12), (5, 13), (1, 9)])
+@pytest.mark.parametrize(("tq", "tk"), [(16, 16), (12, 12), (5, 13), (1, 9)])
 def test_tiled_numpy_matches_reference(tq, tk, causal, block_q, block_k):
     q, k, v = qkv(tq, tk)
     mask = aligned_mask(tq, tk) if causal else None
@@ -55,9 +55,9 @@ def test_tiled_numpy_matches_reference(tq, tk, causal, block_q, block_k):
     np.testing.assert_allclose(out, expected, rtol=0, atol=atol("float64"))
 
 
-@pytest.mark.parametrize("block_q, block_k", BLOCKS)
+@pytest.mark.parametrize(("block_q", "block_k"), BLOCKS)
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize("tq, tk", [(16, 16), (12, 12), (5, 13)])
+@pytest.mark.parametrize(("tq", "tk"), [(16, 16), (12, 12), (5, 13)])
 def test_tiled_torch_matches_reference(tq, tk, causal, block_q, block_k):
     q, k, v = as_torch(*qkv(tq, tk))
     mask = torch.from_numpy(aligned_mask(tq, tk)) if causal else None
@@ -119,8 +119,11 @@ def test_tiled_with_a_user_mask_and_causal_positions():
         q, k, v, mask=padding, causal=True, block_q=4, block_k=3
     )
     out_torch = tiled.tiled_attention_torch(
-        *as_torch(q, k, v), mask=torch.from_numpy(padding), causal=True,
-        block_q=4, block_k=3,
+        *as_torch(q, k, v),
+        mask=torch.from_numpy(padding),
+        causal=True,
+        block_q=4,
+        block_k=3,
     )
     tol = atol("float64")
     np.testing.assert_allclose(out_np, expected, rtol=0, atol=tol)
@@ -135,13 +138,15 @@ def test_tiled_causal_with_unsorted_positions():
     k_pos = np.array([7, 8, 0, 5, 1, 6, 2, 3, 4])  # tile 1: the future
     mask = numpy_ref.causal_mask_for_positions(q_pos, k_pos)
     expected, _ = numpy_ref.attention(q, k, v, mask)
-    kw = dict(causal=True, block_q=2, block_k=2)
+    kw = {"causal": True, "block_q": 2, "block_k": 2}
     out_np = tiled.tiled_attention_numpy(
         q, k, v, query_positions=q_pos, key_positions=k_pos, **kw
     )
     out_torch = tiled.tiled_attention_torch(
-        *as_torch(q, k, v), query_positions=torch.from_numpy(q_pos),
-        key_positions=torch.from_numpy(k_pos), **kw,
+        *as_torch(q, k, v),
+        query_positions=torch.from_numpy(q_pos),
+        key_positions=torch.from_numpy(k_pos),
+        **kw,
     )
     tol = atol("float64")
     np.testing.assert_allclose(out_np, expected, rtol=0, atol=tol)
@@ -155,8 +160,9 @@ def test_tiled_torch_gradients_match_reference():
         torch_ref.attention(q, k, v, mask)[0].square().sum(), (q, k, v)
     )
     got = torch.autograd.grad(
-        tiled.tiled_attention_torch(q, k, v, causal=True, block_q=3,
-                                    block_k=2).square().sum(),
+        tiled.tiled_attention_torch(q, k, v, causal=True, block_q=3, block_k=2)
+        .square()
+        .sum(),
         (q, k, v),
     )
     for g, e in zip(got, expected, strict=True):
@@ -165,9 +171,12 @@ def test_tiled_torch_gradients_match_reference():
 
 @settings(max_examples=40, deadline=None)
 @given(
-    tq=st.integers(1, 12), extra=st.integers(0, 6),
-    block_q=st.integers(1, 14), block_k=st.integers(1, 14),
-    causal=st.booleans(), seed=st.integers(0, 2**16),
+    tq=st.integers(1, 12),
+    extra=st.integers(0, 6),
+    block_q=st.integers(1, 14),
+    block_k=st.integers(1, 14),
+    causal=st.booleans(),
+    seed=st.integers(0, 2**16),
 )
 def test_tiled_numpy_matches_reference_for_any_blocks(
     tq, extra, block_q, block_k, causal, seed
@@ -183,6 +192,7 @@ def test_tiled_numpy_matches_reference_for_any_blocks(
 
 
 # Input errors: each check fails on a bad case, with a clear message.
+
 
 @pytest.fixture(params=["numpy", "torch"])
 def attend(request):
@@ -218,7 +228,7 @@ def test_tiled_rejects_mismatched_shapes(attend):
         attend(q, k, v[..., :5, :])
 
 
-@pytest.mark.parametrize("tq, tk", [(0, 4), (4, 0)])
+@pytest.mark.parametrize(("tq", "tk"), [(0, 4), (4, 0)])
 def test_tiled_rejects_empty_sequences(attend, tq, tk):
     with pytest.raises(ValueError, match=f"Tq={tq}, Tk={tk}"):
         attend(*qkv(tq, tk))
@@ -262,8 +272,11 @@ def test_tiled_rejects_overflowing_scores_naming_the_row(attend):
     q[1, 2, 3] = k[1, 2] = 1e200  # row 3 of batch 1, head 2 overflows
     with (
         np.errstate(over="ignore", invalid="ignore"),
-        pytest.raises(ValueError, match=r"query row at index \(1, 2, 3\) "
-                      r"hold (inf|nan): q @ k\^T overflowed"),
+        pytest.raises(
+            ValueError,
+            match=r"query row at index \(1, 2, 3\) "
+            r"hold (inf|nan): q @ k\^T overflowed",
+        ),
     ):
         attend(q, k, v, block_q=2, block_k=4)
 
@@ -287,28 +300,42 @@ def mem_qkv(t, to_torch=False):
     return as_torch(*arrays) if to_torch else arrays
 
 
-@pytest.mark.parametrize("measure, to_torch", [
-    (peak_bytes_numpy, False), (peak_bytes_torch_cpu, True)
-])
+@pytest.mark.parametrize(
+    ("measure", "to_torch"),
+    [(peak_bytes_numpy, False), (peak_bytes_torch_cpu, True)],
+)
 def test_peak_bytes_sees_an_allocation(measure, to_torch):
     # the measuring tool itself: a (512, 512) float64 buffer is 2 MiB
     def allocate():
-        return torch.ones(512, 512, dtype=torch.float64) if to_torch \
+        return (
+            torch.ones(512, 512, dtype=torch.float64)
+            if to_torch
             else np.ones((512, 512))
+        )
 
     assert 2**21 <= measure(allocate) < 2**21 + 2**16
     assert measure(lambda: None) < 2**16
 
 
-@pytest.mark.parametrize("measure, plain, tiled_fn, to_torch", [
-    (peak_bytes_numpy, numpy_ref.attention,
-     tiled.tiled_attention_numpy, False),
-    (peak_bytes_torch_cpu, torch_ref.attention,
-     tiled.tiled_attention_torch, True),
-])
-def test_tiled_peak_memory_grows_linearly(measure, plain, tiled_fn,
-                                          to_torch):
-    kw = dict(block_q=MEM_BLOCK, block_k=MEM_BLOCK)
+@pytest.mark.parametrize(
+    ("measure", "plain", "tiled_fn", "to_torch"),
+    [
+        (
+            peak_bytes_numpy,
+            numpy_ref.attention,
+            tiled.tiled_attention_numpy,
+            False,
+        ),
+        (
+            peak_bytes_torch_cpu,
+            torch_ref.attention,
+            tiled.tiled_attention_torch,
+            True,
+        ),
+    ],
+)
+def test_tiled_peak_memory_grows_linearly(measure, plain, tiled_fn, to_torch):
+    kw = {"block_q": MEM_BLOCK, "block_k": MEM_BLOCK}
     peaks = {}
     for t in (256, 512):
         q, k, v = mem_qkv(t, to_torch)
@@ -332,9 +359,10 @@ def test_tiled_peak_cuda_memory_grows_linearly():
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - start
 
-    kw = dict(block_q=MEM_BLOCK, block_k=MEM_BLOCK)
+    kw = {"block_q": MEM_BLOCK, "block_k": MEM_BLOCK}
     plain = {t: peak(torch_ref.attention, t) for t in (1024, 2048)}
-    tiles = {t: peak(tiled.tiled_attention_torch, t, **kw)
-             for t in (1024, 2048)}
+    tiles = {
+        t: peak(tiled.tiled_attention_torch, t, **kw) for t in (1024, 2048)
+    }
     assert plain[2048] / plain[1024] > 3.5, plain
     assert tiles[2048] / tiles[1024] < 2.5, tiles

@@ -12,9 +12,11 @@ B, H, TQ, TK, D = 2, 3, 4, 5, 6
 
 
 def qkv(make_tensor, dv=D, dtype=torch.float64):
-    return (make_tensor((B, H, TQ, D), dtype=dtype, seed=1),
-            make_tensor((B, H, TK, D), dtype=dtype, seed=2),
-            make_tensor((B, H, TK, dv), dtype=dtype, seed=3))
+    return (
+        make_tensor((B, H, TQ, D), dtype=dtype, seed=1),
+        make_tensor((B, H, TK, D), dtype=dtype, seed=2),
+        make_tensor((B, H, TK, dv), dtype=dtype, seed=3),
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
@@ -22,20 +24,18 @@ def qkv(make_tensor, dv=D, dtype=torch.float64):
 def test_attention_matches_sdpa_and_numpy(dv, dtype, make_tensor):
     q, k, v = qkv(make_tensor, dv, dtype)
     out, weights = torch_ref.attention(q, k, v)
-    tol = dict(atol=atol(dtype), rtol=0)
+    tol = {"atol": atol(dtype), "rtol": 0}
     torch.testing.assert_close(
         out, F.scaled_dot_product_attention(q, k, v), **tol
     )
-    out_np, weights_np = numpy_ref.attention(q.numpy(), k.numpy(),
-                                             v.numpy())
+    out_np, weights_np = numpy_ref.attention(q.numpy(), k.numpy(), v.numpy())
     np.testing.assert_allclose(out.numpy(), out_np, **tol)
     np.testing.assert_allclose(weights.numpy(), weights_np, **tol)
 
 
 @pytest.mark.parametrize(
     "shape",
-    [(TQ, TK), (B, 1, TQ, TK), (1, H, TQ, TK), (B, H, TQ, TK),
-     (B, 1, 1, TK)],
+    [(TQ, TK), (B, 1, TQ, TK), (1, H, TQ, TK), (B, H, TQ, TK), (B, 1, 1, TK)],
     ids=["shared", "per-batch", "per-head", "full", "key-padding"],
 )
 def test_attention_mask_broadcasts_like_sdpa(shape, make_tensor, make_mask):
@@ -46,14 +46,15 @@ def test_attention_mask_broadcasts_like_sdpa(shape, make_tensor, make_mask):
     torch.testing.assert_close(out, expected, atol=atol(q.dtype), rtol=0)
     full = mask.expand(B, H, TQ, TK)
     assert (weights[full] == 0).all()
-    out_np, _ = numpy_ref.attention(q.numpy(), k.numpy(), v.numpy(),
-                                    mask.numpy())
-    np.testing.assert_allclose(out.numpy(), out_np, atol=atol(q.dtype),
-                               rtol=0)
+    out_np, _ = numpy_ref.attention(
+        q.numpy(), k.numpy(), v.numpy(), mask.numpy()
+    )
+    np.testing.assert_allclose(out.numpy(), out_np, atol=atol(q.dtype), rtol=0)
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.uint8],
-                         ids=str)
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.int64, torch.uint8], ids=str
+)
 def test_attention_rejects_non_bool_mask(dtype, make_tensor):
     q, k, v = qkv(make_tensor)
     with pytest.raises(TypeError, match="boolean with True = blocked"):
@@ -62,8 +63,11 @@ def test_attention_rejects_non_bool_mask(dtype, make_tensor):
 
 def test_attention_rejects_non_broadcasting_mask(make_tensor):
     q, k, v = qkv(make_tensor)
-    with pytest.raises(ValueError, match=r"mask of shape \(5, 4\) does not "
-                       r"broadcast .* \(2, 3, 4, 5\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"mask of shape \(5, 4\) does not "
+        r"broadcast .* \(2, 3, 4, 5\)",
+    ):
         torch_ref.attention(q, k, v, torch.zeros(TK, TQ, dtype=torch.bool))
 
 
@@ -71,13 +75,16 @@ def test_attention_rejects_fully_masked_row_naming_it(make_tensor):
     q, k, v = qkv(make_tensor)
     mask = torch.zeros(B, H, TQ, TK, dtype=torch.bool)
     mask[0, 2, 1] = True
-    with pytest.raises(ValueError, match=r"query row at index \(0, 2, 1\) "
-                       r"\(of 1 such rows"):
+    with pytest.raises(
+        ValueError,
+        match=r"query row at index \(0, 2, 1\) "
+        r"\(of 1 such rows",
+    ):
         torch_ref.attention(q, k, v, mask)
 
 
 @pytest.mark.parametrize(
-    "shapes, message",
+    ("shapes", "message"),
     [
         (((TQ,), (TK, D), (TK, D)), r"q must have at least 2 dims"),
         (((TQ, D), (TK, D + 1), (TK, D)), r"q \(4, 6\) vs k \(5, 7\)"),
@@ -96,8 +103,11 @@ def test_attention_rejects_mismatched_shapes(shapes, message, make_tensor):
 def test_attention_rejects_nan_inputs_naming_them(name, dtype, make_tensor):
     tensors = dict(zip("qkv", qkv(make_tensor, dtype=dtype), strict=True))
     tensors[name][1, 2, 3, 4] = float("nan")
-    with pytest.raises(ValueError, match=rf"{name} of shape .* holds nan "
-                       r"at index \(1, 2, 3, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=rf"{name} of shape .* holds nan "
+        r"at index \(1, 2, 3, 4\)",
+    ):
         torch_ref.attention(*tensors.values())
 
 
@@ -117,7 +127,8 @@ def test_attention_gradient_of_masked_scores_is_zero(make_tensor):
     mask[:, -1] = True  # nobody sees the last key
     out, _ = torch_ref.attention(q, k, v, mask)
     out.sum().backward()
-    assert (k.grad[..., -1, :] == 0).all() and (v.grad[..., -1, :] == 0).all()
+    assert (k.grad[..., -1, :] == 0).all()
+    assert (v.grad[..., -1, :] == 0).all()
     assert k.grad[..., :-1, :].abs().max() > 0
 
 
@@ -126,8 +137,11 @@ def test_causal_mask_matches_numpy_and_is_bool():
         got = torch_ref.causal_mask(t)
         assert got.dtype == torch.bool
         np.testing.assert_array_equal(got.numpy(), numpy_ref.causal_mask(t))
-    expected = [[False, True, True], [False, False, True],
-                [False, False, False]]
+    expected = [
+        [False, True, True],
+        [False, False, True],
+        [False, False, False],
+    ]
     assert torch_ref.causal_mask(3).tolist() == expected
 
 
@@ -137,8 +151,9 @@ def test_causal_mask_for_positions_matches_numpy():
         got = torch_ref.causal_mask_for_positions(
             torch.tensor(list(query_positions)), key_positions
         )
-        expected = numpy_ref.causal_mask_for_positions(query_positions,
-                                                       key_positions)
+        expected = numpy_ref.causal_mask_for_positions(
+            query_positions, key_positions
+        )
         np.testing.assert_array_equal(got.numpy(), expected)
     got = torch_ref.causal_mask_for_positions([3, 4], torch.arange(5))
     assert got.tolist() == [[False] * 4 + [True], [False] * 5]

@@ -18,8 +18,7 @@ def paths(module):
     return {
         "module": lambda x, m, c: module(x, m, c)[0],
         "sdpa": lambda x, m, c: torch_ref.sdpa_forward(module, x, m, c),
-        "library": lambda x, m, c: torch_ref.library_forward(
-            library, x, m, c),
+        "library": lambda x, m, c: torch_ref.library_forward(library, x, m, c),
     }
 
 
@@ -36,8 +35,7 @@ def test_mha_has_four_square_linears_with_optional_bias():
 
 
 def test_mha_follows_dtype_argument(make_tensor):
-    module = torch_ref.MultiHeadAttention(D_MODEL, N_HEAD,
-                                          dtype=torch.float64)
+    module = torch_ref.MultiHeadAttention(D_MODEL, N_HEAD, dtype=torch.float64)
     assert all(p.dtype == torch.float64 for p in module.parameters())
     y, weights = module(make_tensor((B, TQ, D_MODEL)))
     assert y.dtype == weights.dtype == torch.float64
@@ -68,37 +66,50 @@ def test_mha_forward_matches_explicit_formula(make_module, make_tensor):
 def test_library_version_copies_weights_into_packed_layout(make_module):
     module = make_module(D_MODEL, N_HEAD, bias=True)
     library = torch_ref.library_version(module)
-    assert library.batch_first and library.num_heads == N_HEAD
+    assert library.batch_first
+    assert library.num_heads == N_HEAD
     q, k, v = library.in_proj_weight.chunk(3)
-    for ours, theirs in zip(LINEARS, (q, k, v, library.out_proj.weight),
-                            strict=True):
-        torch.testing.assert_close(theirs, getattr(module, ours).weight,
-                                   atol=0, rtol=0)
+    for ours, theirs in zip(
+        LINEARS, (q, k, v, library.out_proj.weight), strict=True
+    ):
+        torch.testing.assert_close(
+            theirs, getattr(module, ours).weight, atol=0, rtol=0
+        )
     bq, bk, bv = library.in_proj_bias.chunk(3)
-    for ours, theirs in zip(LINEARS, (bq, bk, bv, library.out_proj.bias),
-                            strict=True):
-        torch.testing.assert_close(theirs, getattr(module, ours).bias,
-                                   atol=0, rtol=0)
+    for ours, theirs in zip(
+        LINEARS, (bq, bk, bv, library.out_proj.bias), strict=True
+    ):
+        torch.testing.assert_close(
+            theirs, getattr(module, ours).bias, atol=0, rtol=0
+        )
     assert library.in_proj_weight.data_ptr() != module.wq.weight.data_ptr()
 
 
 def test_library_version_without_bias_has_no_bias(make_module):
-    library = torch_ref.library_version(make_module(D_MODEL, N_HEAD,
-                                                    bias=False))
-    assert library.in_proj_bias is None and library.out_proj.bias is None
+    library = torch_ref.library_version(
+        make_module(D_MODEL, N_HEAD, bias=False)
+    )
+    assert library.in_proj_bias is None
+    assert library.out_proj.bias is None
 
 
 def test_to_numpy_transposes_linear_weights(make_module):
     module = make_module(D_MODEL, N_HEAD, bias=True)
     twin = torch_ref.to_numpy(module)
     assert isinstance(twin, numpy_ref.MultiHeadAttention)
-    for ours, w, b in zip(LINEARS, ("Wq", "Wk", "Wv", "Wo"),
-                          ("bq", "bk", "bv", "bo"), strict=True):
+    for ours, w, b in zip(
+        LINEARS,
+        ("Wq", "Wk", "Wv", "Wo"),
+        ("bq", "bk", "bv", "bo"),
+        strict=True,
+    ):
         linear = getattr(module, ours)
-        np.testing.assert_array_equal(getattr(twin, w),
-                                      linear.weight.detach().numpy().T)
-        np.testing.assert_array_equal(getattr(twin, b),
-                                      linear.bias.detach().numpy())
+        np.testing.assert_array_equal(
+            getattr(twin, w), linear.weight.detach().numpy().T
+        )
+        np.testing.assert_array_equal(
+            getattr(twin, b), linear.bias.detach().numpy()
+        )
     twin.Wq[0, 0] += 1.0  # a copy: the module is untouched
     assert module.wq.weight[0, 0] != twin.Wq[0, 0]
 
@@ -109,8 +120,11 @@ def test_to_numpy_without_bias_has_no_bias(make_module):
 
 
 def test_mha_rejects_uneven_head_split():
-    with pytest.raises(ValueError, match=r"d_model=12 is not divisible by "
-                       r"n_head=5"):
+    with pytest.raises(
+        ValueError,
+        match=r"d_model=12 is not divisible by "
+        r"n_head=5",
+    ):
         torch_ref.MultiHeadAttention(12, 5)
     with pytest.raises(TypeError, match=r"n_head must be an int"):
         torch_ref.MultiHeadAttention(12, 3.0)
@@ -124,8 +138,11 @@ def test_mha_paths_reject_fully_masked_row_naming_it(
     x = make_tensor((B, TQ, D_MODEL), seed=1)
     mask = torch.zeros(B, 1, TQ, TQ, dtype=torch.bool)
     mask[1, 0, 2] = True  # batch 1, every head, query 2: no key at all
-    with pytest.raises(ValueError, match=r"query row at index \(1, 0, 2\) "
-                       rf"\(of {N_HEAD} such rows"):
+    with pytest.raises(
+        ValueError,
+        match=r"query row at index \(1, 0, 2\) "
+        rf"\(of {N_HEAD} such rows",
+    ):
         forward(x, mask, None)
 
 
@@ -148,8 +165,11 @@ def test_mha_paths_reject_bad_masks(path, make_module, make_tensor):
     x = make_tensor((B, TQ, D_MODEL), seed=1)
     with pytest.raises(TypeError, match="boolean with True = blocked"):
         forward(x, torch.zeros(TQ, TQ), None)
-    with pytest.raises(ValueError, match=r"mask of shape \(5, 4, 4\) does "
-                       r"not broadcast .* \(2, 3, 4, 4\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"mask of shape \(5, 4, 4\) does "
+        r"not broadcast .* \(2, 3, 4, 4\)",
+    ):
         forward(x, torch.zeros(5, TQ, TQ, dtype=torch.bool), None)
 
 
@@ -161,8 +181,11 @@ def test_mha_paths_reject_wrong_input_shape_naming_it(
     path, shape, make_module, make_tensor
 ):
     forward = paths(make_module(D_MODEL, N_HEAD))[path]
-    with pytest.raises(ValueError, match=r"x must have shape \(B, T, "
-                       rf"d_model=12\), got \({shape[0]}, "):
+    with pytest.raises(
+        ValueError,
+        match=r"x must have shape \(B, T, "
+        rf"d_model=12\), got \({shape[0]}, ",
+    ):
         forward(make_tensor(shape), None, None)
 
 
@@ -172,8 +195,11 @@ def test_mha_paths_reject_bad_context_naming_shapes(
 ):
     forward = paths(make_module(D_MODEL, N_HEAD))[path]
     x = make_tensor((B, TQ, D_MODEL), seed=1)
-    with pytest.raises(ValueError, match=r"context batch \(3, 6, 12\) does "
-                       r"not match x batch \(2, 4, 12\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"context batch \(3, 6, 12\) does "
+        r"not match x batch \(2, 4, 12\)",
+    ):
         forward(x, None, make_tensor((3, TK, D_MODEL)))
     with pytest.raises(ValueError, match=r"context must have shape"):
         forward(x, None, make_tensor((B, TK, D_MODEL - 1)))
@@ -186,14 +212,16 @@ def test_mha_paths_reject_nan_input_naming_index(
     forward = paths(make_module(D_MODEL, N_HEAD, bias=False))[path]
     x = make_tensor((B, TQ, D_MODEL), seed=1)
     x[1, 2, 0] = float("nan")  # reported in x, before it reaches q
-    with pytest.raises(ValueError, match=r"x of shape \(2, 4, 12\) "
-                       r"holds nan at index \(1, 2, 0\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"x of shape \(2, 4, 12\) "
+        r"holds nan at index \(1, 2, 0\)",
+    ):
         forward(x, None, None)
 
 
 @pytest.mark.parametrize("path", ["module", "sdpa"])
-def test_mha_paths_reject_overflowing_scores(path, make_module,
-                                             make_tensor):
+def test_mha_paths_reject_overflowing_scores(path, make_module, make_tensor):
     # q and k stay finite (~1e20) but q . k (~1e40) overflows float32
     forward = paths(make_module(D_MODEL, N_HEAD, dtype=torch.float32))[path]
     x = 1e20 * make_tensor((B, TQ, D_MODEL), dtype=torch.float32, seed=1)
@@ -201,15 +229,16 @@ def test_mha_paths_reject_overflowing_scores(path, make_module,
         forward(x, None, None)
 
 
-def test_sdpa_forward_is_not_affected_by_train_mode(make_module,
-                                                    make_tensor):
+def test_sdpa_forward_is_not_affected_by_train_mode(make_module, make_tensor):
     # dropout_p=0.0 is passed explicitly: train() and eval() agree
     module = make_module(D_MODEL, N_HEAD)
     x = make_tensor((B, TQ, D_MODEL), seed=1)
     module.train()
     y_train = torch_ref.sdpa_forward(module, x)
     module.eval()
-    torch.testing.assert_close(torch_ref.sdpa_forward(module, x), y_train,
-                               atol=0, rtol=0)
-    torch.testing.assert_close(module(x)[0], y_train,
-                               atol=atol(x.dtype), rtol=0)
+    torch.testing.assert_close(
+        torch_ref.sdpa_forward(module, x), y_train, atol=0, rtol=0
+    )
+    torch.testing.assert_close(
+        module(x)[0], y_train, atol=atol(x.dtype), rtol=0
+    )
