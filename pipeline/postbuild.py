@@ -19,10 +19,12 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from pipeline.typeset_math import MathError, typeset_site
+from pipeline.typeset_math import MathError, Typesetter, typeset_site
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "docs/generated/notebooks"
+# Formulas typeset by earlier builds (keyed by KaTeX's own bytes).
+FORMULA_CACHE = ROOT / ".cache/katex-formulas.json"
 COLAB = "https://colab.research.google.com/github/"
 # The deploy workflow publishes the executed notebooks to this branch of
 # the repository (generated files are never committed on main).
@@ -106,7 +108,7 @@ def main(argv=None):
     if not args.site.is_dir():
         parser.error(f"{args.site} is not a folder: build the site first")
     try:
-        count = typeset_site(args.site)
+        count = typeset_site(args.site, Typesetter(cache=FORMULA_CACHE))
     except MathError as exc:
         print(exc, file=sys.stderr)
         return 1

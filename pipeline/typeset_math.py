@@ -15,7 +15,9 @@ and a page already typeset is left as it is.
 A formula KaTeX cannot parse stops the step, naming page and formula.
 """
 
+import hashlib
 import html
+import json
 import re
 from pathlib import Path
 
@@ -62,26 +64,53 @@ class MathError(ValueError):
 
 
 class Typesetter:
-    """KaTeX's renderToString in an embedded V8, loaded once."""
+    """KaTeX's renderToString in an embedded V8, started on first need.
 
-    def __init__(self, katex=KATEX):
-        from py_mini_racer import MiniRacer
+    With ``cache`` (a JSON file), formulas typeset by an earlier run of
+    the same KaTeX are reused, so a prose edit rebuilds without V8.
+    """
 
-        self.js = MiniRacer()
-        self.js.eval(Path(katex).read_text(encoding="utf-8"))
+    def __init__(self, katex=KATEX, cache=None):
+        self.katex = Path(katex)
+        self.js = None
         self.rendered = 0  # formulas typeset so far
+        self.cache = Path(cache) if cache else None
+        self.version = hashlib.sha256(self.katex.read_bytes()).hexdigest()
+        self.known, self.new = {}, False
+        if self.cache and self.cache.is_file():
+            stored = json.loads(self.cache.read_text(encoding="utf-8"))
+            if stored.get("katex") == self.version:
+                self.known = stored["formulas"]
 
     def render(self, tex, display):
         """KaTeX's HTML for one formula; MathError if it cannot parse."""
+        key = f"{'display' if display else 'inline'}:{tex}"
+        self.rendered += 1
+        if key in self.known:
+            return self.known[key]
+        if self.js is None:
+            from py_mini_racer import MiniRacer
+
+            self.js = MiniRacer()
+            self.js.eval(self.katex.read_text(encoding="utf-8"))
         options = {**OPTIONS, "displayMode": display}
         try:
             out = self.js.call("katex.renderToString", tex, options)
         except Exception as exc:  # KaTeX's ParseError, through V8
+            self.rendered -= 1
             message = str(exc).strip().splitlines()[0]
             message = re.sub(r"^<anonymous>:\d+:\s*", "", message)
             raise MathError(message) from exc
-        self.rendered += 1
+        self.known[key], self.new = out, True
         return out
+
+    def save(self):
+        """Write the formulas typeset so far to the cache, if any is new."""
+        if self.cache and self.new:
+            self.cache.parent.mkdir(parents=True, exist_ok=True)
+            stored = {"katex": self.version, "formulas": self.known}
+            self.cache.write_text(json.dumps(stored), encoding="utf-8")
+            self.new = False
 
     def page(self, text, name="page"):
         """The page's HTML with every formula typeset (notebooks too)."""
@@ -167,6 +196,7 @@ def typeset_site(site, typesetter=None):
         new = preload_fonts(new, "../" * (len(relative.parts) - 1))
         if new != text:
             path.write_text(new, encoding="utf-8")
+    typesetter.save()
     if errors:
         raise MathError("\n".join(errors))
     return typesetter.rendered - start

@@ -66,3 +66,25 @@ def test_typeset_site_typesets_notebook_cells_but_not_code(
     assert "<mo>&gt;</mo>" in out  # the escaped > reached KaTeX as >
     assert "<code>cost = $5 and $6</code>" in out  # code left alone
     assert out.endswith("<p>after: $y$</p>")  # outside the cell
+
+
+def test_typesetter_reuses_cached_formulas_without_katex(tmp_path):
+    cache = tmp_path / "formulas.json"
+    first = Typesetter(cache=cache)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/index.html").write_text(PAGE)
+    typeset_site(tmp_path / "a", first)
+    assert cache.is_file()
+    second = Typesetter(cache=cache)
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b/index.html").write_text(PAGE)
+    assert typeset_site(tmp_path / "b", second) == 2
+    assert second.js is None  # every formula came from the cache
+    a, b = (tmp_path / f"{x}/index.html" for x in "ab")
+    assert a.read_text() == b.read_text()
+
+
+def test_typesetter_cache_of_another_katex_is_ignored(tmp_path):
+    cache = tmp_path / "formulas.json"
+    cache.write_text('{"katex": "other", "formulas": {"inline:x": "old"}}')
+    assert Typesetter(cache=cache).render("x", display=False) != "old"
