@@ -293,6 +293,11 @@ def overflow_problems(page):
           if (el.closest("svg path, .katex-mathml")) continue;
           const r = el.getBoundingClientRect();
           if (!r.width || r.right <= edge + 1) continue;
+          // a box that scrolls its own content and stays on the screen
+          // (Zensical's full-width tab row on a phone) cuts nothing off
+          const own = getComputedStyle(el).overflowX;
+          if ((own === "auto" || own === "scroll") && r.right <= vw + 1)
+            continue;
           let box = el.parentElement, scrolls = false;
           for (; box && box !== root.parentElement; box = box.parentElement) {
             const o = getComputedStyle(box).overflowX;
