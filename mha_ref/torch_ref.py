@@ -154,6 +154,7 @@ def sum_kv_heads(grad, group):
 # --8<-- [start:causal-mask]
 def causal_mask(t, device=None):
     """(t, t) mask, True strictly above the diagonal: the future."""
+    checks.device(device, torch.cuda.is_available())  # a clear error
     ones = torch.ones(t, t, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1)
     # --8<-- [end:causal-mask]

@@ -483,3 +483,9 @@ def test_key_padding_mask_rejects_bad_lengths(module):
         r"\(B, Tk\)",
     ):
         module.key_padding_mask([True, False])
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present")
+def test_causal_mask_on_missing_cuda_raises_naming_device():
+    with pytest.raises(ValueError, match="device='cuda'"):
+        torch_ref.causal_mask(3, device="cuda")
