@@ -18,11 +18,9 @@ formulas, seconds, and the HTML it adds.
 
 import shutil
 import sys
-from contextlib import ExitStack
 from pathlib import Path
 
-from bench.env import CHROMIUM
-from bench.site_server import CHROMIUM_ARGS, serve
+from bench.reading import alternate_visits
 from bench.timing import run, say, summary
 
 TARGETS = {"math_over_fcp": 1.1, "layout_shift": 0.02}
@@ -159,26 +157,7 @@ def visit(browser, url):
 
 def bench_first_screen(sites, pages, runs):
     """{variant: {page: summary}}; variants alternate visit by visit."""
-    from playwright.sync_api import sync_playwright
-
-    visits = {v: {p: [] for p in pages} for v in sites}
-    with sync_playwright() as p, ExitStack() as stack:
-        origins = {
-            v: stack.enter_context(serve(folder))
-            for v, folder in sites.items()
-        }
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS
-        )
-        try:
-            for _ in range(runs):
-                for page in pages:
-                    for variant, origin in origins.items():
-                        visits[variant][page].append(
-                            visit(browser, f"{origin}/{page}")
-                        )
-        finally:
-            browser.close()
+    visits = alternate_visits(sites, {p: p for p in pages}, runs, visit)
     keys = ("fcp_ms", "math_ms", "math_over_fcp", "layout_shift")
     return {
         v: {

@@ -96,15 +96,16 @@ def load_page(browser, url):
         context.close()
 
 
-def bench_reading(sites, pages, runs):
-    """{variant: {page: stats}} over cold-cache visits of each page.
+def alternate_visits(sites, paths, runs, visit):
+    """{variant: {key: [visit(browser, url), ...]}}, cold cache each time.
 
-    Variants alternate visit by visit, so a change in the machine's load
-    falls on both sides of a comparison.
+    ``sites`` maps a variant to a built folder, ``paths`` a key to a URL
+    path. Variants alternate visit by visit, so a change in the machine's
+    load falls on both sides of a comparison.
     """
     from playwright.sync_api import sync_playwright
 
-    visits = {v: {page: [] for page in pages} for v in sites}
+    visits = {v: {key: [] for key in paths} for v in sites}
     with sync_playwright() as p, ExitStack() as stack:
         origins = {
             v: stack.enter_context(serve(folder))
@@ -115,13 +116,20 @@ def bench_reading(sites, pages, runs):
         )
         try:
             for _ in range(runs):
-                for page in pages:
+                for key, path in paths.items():
                     for variant, origin in origins.items():
-                        visits[variant][page].append(
-                            load_page(browser, f"{origin}/{site_url_of(page)}")
+                        visits[variant][key].append(
+                            visit(browser, f"{origin}/{path}")
                         )
         finally:
             browser.close()
+    return visits
+
+
+def bench_reading(sites, pages, runs):
+    """{variant: {page: stats}} over cold-cache visits of each page."""
+    paths = {page: site_url_of(page) for page in pages}
+    visits = alternate_visits(sites, paths, runs, load_page)
     results = {
         v: {page: _summarise(visits[v][page]) for page in pages} for v in sites
     }
