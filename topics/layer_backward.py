@@ -10,10 +10,12 @@ times.
 
 from pipeline.output import fmt, markdown_table
 from topics.online_softmax import (
+    LENGTHS,
     SWEEP_BLOCK,
     SWEEP_D,
     SWEEP_LEAD,
     peak_bytes_numpy,
+    sweep_summary,
 )
 
 DEPENDS = [
@@ -33,7 +35,6 @@ CONFIGS = {
     "gqa-rope": (6, None, 2, True, "causal"),
 }
 PARAMS = ["x", "context", "Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo"]
-LENGTHS = [128, 256, 512, 1024]
 MIB_TICKS = [1, 2, 5, 10, 20, 50, 100, 200]  # the figure's y axis
 
 
@@ -209,21 +210,11 @@ def memory(seed=0):
     itemsize = np.dtype(np.float64).itemsize
     heads = int(np.prod(SWEEP_LEAD))
     return {
-        "lengths": LENGTHS,
-        "batch": SWEEP_LEAD[0],
-        "n_head": SWEEP_LEAD[1],
-        "d_head": SWEEP_D,
-        "block": SWEEP_BLOCK,
-        "dtype": "float64",
-        "plain_peak_bytes": plain,
-        "tiled_peak_bytes": tiles,
+        **sweep_summary(plain, tiles),
         # one (T, T) matrix of all heads, as A, dA or dS each are
         "matrix_mib": [heads * t * t * itemsize / 2**20 for t in LENGTHS],
-        "memory_ratio": [p / b for p, b in zip(plain, tiles, strict=True)],
         # the plain peak at the largest T, in (T, T) matrices of all heads
         "plain_in_matrices": plain[-1] / (heads * LENGTHS[-1] ** 2 * itemsize),
-        "plain_growth": plain[-1] / plain[-2],
-        "tiled_growth": tiles[-1] / tiles[-2],
         "tiled_max_diff": tiled_diff,
         "tiled_diff_length": LENGTHS[0],
     }

@@ -148,9 +148,25 @@ def sweep(seed=0):
                 )
             )
         )
-    plain, tiles = result["plain_peak_bytes"], result["tiled_peak_bytes"]
     itemsize = np.dtype(np.float64).itemsize
     heads = int(np.prod(SWEEP_LEAD))
+    return {
+        **sweep_summary(
+            result["plain_peak_bytes"], result["tiled_peak_bytes"]
+        ),
+        "causal": True,
+        # one (T, T) score matrix per head, and one (block, block) tile
+        "scores_bytes": [heads * t * t * itemsize for t in LENGTHS],
+        "scores_mib": [heads * t * t * itemsize / 2**20 for t in LENGTHS],
+        "tile_bytes": heads * SWEEP_BLOCK**2 * itemsize,
+    }
+
+
+def sweep_summary(plain, tiles):
+    """The sweep's shape and its plain and tiled peaks (bytes), compared.
+
+    Shared by this topic (the forward) and layer_backward (the backward).
+    """
     return {
         "lengths": LENGTHS,
         "batch": SWEEP_LEAD[0],
@@ -158,12 +174,8 @@ def sweep(seed=0):
         "d_head": SWEEP_D,
         "block": SWEEP_BLOCK,
         "dtype": "float64",
-        "causal": True,
-        **result,
-        # one (T, T) score matrix per head, and one (block, block) tile
-        "scores_bytes": [heads * t * t * itemsize for t in LENGTHS],
-        "scores_mib": [heads * t * t * itemsize / 2**20 for t in LENGTHS],
-        "tile_bytes": heads * SWEEP_BLOCK**2 * itemsize,
+        "plain_peak_bytes": plain,
+        "tiled_peak_bytes": tiles,
         "memory_ratio": [p / t for p, t in zip(plain, tiles, strict=True)],
         # peak at the largest T over peak at half of it: ~4 vs ~2
         "plain_growth": plain[-1] / plain[-2],
