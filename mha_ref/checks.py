@@ -14,12 +14,17 @@ def integer(value, name):
         raise TypeError(f"{name} must be an int, got {value!r}")
 
 
+def positive_integer(value, name):
+    """Raise unless ``value`` is an int greater than zero."""
+    integer(value, name)
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+
+
 def head_split(d_model, n_head):
     """Check that ``d_model`` splits evenly into ``n_head`` heads."""
-    for name, value in (("d_model", d_model), ("n_head", n_head)):
-        integer(value, name)
-        if value <= 0:
-            raise ValueError(f"{name} must be positive, got {value}")
+    positive_integer(d_model, "d_model")
+    positive_integer(n_head, "n_head")
     if d_model % n_head:
         raise ValueError(
             f"d_model={d_model} is not divisible by n_head={n_head}: "
@@ -245,9 +250,7 @@ def kv_heads(q_shape, k_shape, v_shape):
 
 def kv_head_split(n_head, n_kv_head):
     """Check that ``n_head`` query heads share ``n_kv_head`` evenly."""
-    integer(n_kv_head, "n_kv_head")
-    if n_kv_head <= 0:
-        raise ValueError(f"n_kv_head must be positive, got {n_kv_head}")
+    positive_integer(n_kv_head, "n_kv_head")
     if n_head % n_kv_head:
         raise ValueError(
             f"n_head={n_head} is not a multiple of n_kv_head={n_kv_head}: "
