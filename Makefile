@@ -1,9 +1,14 @@
 # Entry points: make serve | site | test | fast | bench | help
+# The engines run as their users type them (`mkdocs build --strict`,
+# `zensical build`, the console scripts, not `python -m`), so `make site`
+# proves the plain commands work from the repository root.
 # MkDocs is the default engine; Zensical builds the same site too:
 # make site-zensical (site-zensical/) and make serve-fast.
 # Every target sets up .venv on first use; nothing is needed beforehand.
-# Generation has one owner: these targets run `python -m pipeline` before
-# MkDocs builds or serves; MkDocs itself never runs it.
+# Generation has one owner: these targets run `python -m pipeline` (the
+# page scripts in notebooks/) and `python -m pipeline.check` (the pages
+# agree with the code and data; one line per mistake, with file:line)
+# before MkDocs builds or serves; MkDocs itself never runs either.
 
 PYTHON ?= python3
 VENV := .venv
@@ -17,7 +22,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # project pins mkdocs<2 on purpose (2.0 drops plugins), so it is noise.
 export NO_MKDOCS_2_WARNING := 1
 
-.PHONY: help serve site test fast bench setup browser generate lint \
+.PHONY: help serve site test fast bench setup browser generate check lint \
 	format clean site-zensical serve-fast zensical-config
 
 help: ## list the targets
@@ -26,29 +31,33 @@ help: ## list the targets
 
 # ------------------------------------------------------------ entry points
 
-serve: generate ## generate, then serve at http://127.0.0.1:8000 (reloads)
-	@echo "after editing mha_ref/ or topics/, run 'make generate' in" \
-	  "another terminal: the server reloads on docs/generated/"
-	$(PY) -m mkdocs serve --strict -a $(HOST)
+# The watcher reruns the pages an edit of mha_ref/ or notebooks/ affects;
+# the server reloads on what it writes. Ctrl-C stops both.
+serve: check ## generate, then serve at http://127.0.0.1:8000 (reloads)
+	@$(PY) -m pipeline --watch & watcher=$$!; \
+	trap 'kill $$watcher 2>/dev/null' EXIT; \
+	$(VENV)/bin/mkdocs serve --strict -a $(HOST)
 
-site: generate ## generate, build site/ strictly, typeset its math
-	$(PY) -m mkdocs build --strict
+site: check ## generate, build site/ strictly, typeset its math
+	$(VENV)/bin/mkdocs build --strict
 	$(PY) -m pipeline.postbuild site
 
-site-zensical: generate zensical-config ## the same site with Zensical
-	$(PY) -m zensical build --strict -f zensical.yml
+site-zensical: check zensical-config ## the same site with Zensical
+	$(VENV)/bin/zensical build --strict -f zensical.yml
 	$(PY) -m pipeline.postbuild site-zensical
 
-serve-fast: generate zensical-config ## Zensical's live preview (127.0.0.1:8000)
+serve-fast: check zensical-config ## Zensical's live preview (127.0.0.1:8000)
 	@echo "Zensical's server: prose edits reload fast; no --strict there"
-	$(PY) -m zensical serve -f zensical.yml -a $(HOST)
+	@$(PY) -m pipeline --watch & watcher=$$!; \
+	trap 'kill $$watcher 2>/dev/null' EXIT; \
+	$(VENV)/bin/zensical serve -f zensical.yml -a $(HOST)
 
 test: site site-zensical browser ## build both sites, run every test
 	$(PY) -m pytest
 	# the browser checks again, on the Zensical build
 	MHA_REF_SITE=site-zensical $(PY) -m pytest -q -m browser tests/browser
 
-fast: generate ## the quick checks while writing (no site, no browser)
+fast: check ## the quick checks while writing (no site, no browser)
 	$(PY) -m pytest -x -q -m "not build" tests/unit tests/docs mha_ref
 
 bench: $(STAMP) ## benchmarks: build times, page load, implementations
@@ -87,8 +96,11 @@ browser: ## install Debian's chromium for the browser tests, if missing
 	    echo "no chromium: browser tests will skip (apt install chromium)"; \
 	  fi; }
 
-generate: $(STAMP) ## compute every number, table and figure (cached)
+generate: $(STAMP) ## run the page scripts (cached, in parallel)
 	$(PY) -m pipeline
+
+check: generate ## the pages agree with code and data (file:line each)
+	$(PY) -m pipeline.check
 
 # zensical.yml: mkdocs.yml with Zensical's few changes (pipeline/zensical.py)
 zensical-config: $(STAMP)

@@ -3,10 +3,10 @@
 Each docs/generated/data/<name>.json becomes a template variable <name>,
 three filters format what it holds, and one macro shows a figure:
 
-    << weighted_sum.output | vec >>      ->  [1.5, 1]
-    << parity.summary.sdpa | sci >>      ->  1.19e-07
-    << scaling.sqrt_d_head | num >>      ->  8
-    << figure("kv-masks") >>             ->  the light and dark SVGs
+    << attention_matrix.weighted_sum.output | vec >>  ->  [1.5, 1]
+    << experiment.summary.sdpa | sci >>               ->  1.19e-07
+    << scaling.sqrt_d_head | num >>                   ->  8
+    << figure("kv-masks") >>                          ->  light and dark SVGs
 
 The data is read with `json` (PyYAML would read 1e-07 as a string) just
 before each page is rendered, so it is the data the generation step wrote
@@ -96,19 +96,23 @@ def vec(xs, digits=4):
     return num(xs, digits)
 
 
-def figure(data, name, prefix=""):
+def figure(data, name, prefix="", lazy=False):
     """Markdown for figure ``name``: its light and dark SVG, with alt.
 
     ``data`` is {topic: its data}; the topic that drew ``name`` stored
-    the alt text under data[topic]["figures"][name].
+    the alt text under data[topic]["figures"][name]. ``lazy`` adds
+    ``loading="lazy"``: the variant of the scheme not shown is
+    display:none (Material's CSS), and a lazy image that is not
+    displayed is never downloaded, so a reader fetches one of the two.
     """
+    attrs = "{ loading=lazy }" if lazy else ""
     for values in data.values():
         found = isinstance(values, dict) and values.get("figures", {})
         if found and name in found:
             alt = found[name]["alt"]
             return "\n".join(
                 f"![{alt}]({prefix}generated/figures/{name}-{scheme}.svg"
-                f"#only-{scheme})"
+                f"#only-{scheme}){attrs}"
                 for scheme in ("light", "dark")
             )
     raise KeyError(f"no topic drew a figure named {name!r}")
@@ -150,7 +154,7 @@ def define_env(env):
 
     def page_figure(name):
         depth = page_path(env.page).count("/")  # pages in subfolders
-        return figure(env.variables, name, "../" * depth)
+        return figure(env.variables, name, "../" * depth, lazy=True)
 
     env.macro(page_figure, "figure")
     # From the one setting, repo_url (MHA_REF_REPO_URL): the edit links on
@@ -171,9 +175,21 @@ def page_path(page):
 
 
 def on_pre_page_macros(env):
-    """MkDocs, before each page: the data written in this build."""
-    env.variables.update(load_data(data_dir_of(env)))
+    """MkDocs, before each page: the data written in this build.
 
+    A notebook's page repeats the page it belongs to, which links it:
+    it stays out of the search index (Material's ``search.exclude``),
+    so a search lands on the page that teaches. Its front matter cannot
+    say so (an .ipynb has none); for Zensical, the Markdown page of a
+    notebook carries it (pipeline/notebook_page.py).
+    """
+    env.variables.update(load_data(data_dir_of(env)))
+    if page_path(env.page).startswith(NOTEBOOKS):
+        env.page.meta.setdefault("search", {})["exclude"] = True
+
+
+# The generated notebooks' pages (mkdocs-jupyter renders the .ipynb).
+NOTEBOOKS = "generated/notebooks/"
 
 # Edit links point at the pages on main (MkDocs would guess master).
 EDIT_URI = "edit/main/docs/"

@@ -116,6 +116,31 @@ def every_row_has_a_key(row_blocked, what="query row"):
         )
 
 
+EMPTY_ROWS = ("raise", "zero")
+
+
+def empty_rows_option(empty_rows):
+    """Check the ``empty_rows`` keyword: "raise" or "zero"."""
+    if not isinstance(empty_rows, str) or empty_rows not in EMPTY_ROWS:
+        raise ValueError(
+            f"empty_rows must be 'raise' (refuse a query row with every "
+            f"key masked) or 'zero' (output 0, as SDPA and flash-attn), "
+            f"got {empty_rows!r}"
+        )
+
+
+def rows_without_keys(row_blocked, empty_rows, what="query row"):
+    """Rows with every key blocked: refused, unless empty_rows="zero".
+
+    ``row_blocked`` as for every_row_has_a_key. With "zero" such a row
+    is allowed: its weights and output are 0, as SDPA's boolean mask
+    and flash-attn define them.
+    """
+    empty_rows_option(empty_rows)
+    if empty_rows == "raise":
+        every_row_has_a_key(row_blocked, what)
+
+
 def finite(array, name):
     """Raise if a NumPy array holds NaN or an infinity, naming where."""
     bad = ~np.isfinite(array)
@@ -276,6 +301,69 @@ def sequence_positions(shape, t, name="positions"):
         )
 
 
+def rope_positions(positions, t, name="positions"):
+    """RoPE positions: T real numbers, one per row, finite, not bool.
+
+    ``positions``: a NumPy array or a torch tensor. Any integer dtype
+    (uint8 to int64) or float dtype is accepted; bool is refused, as
+    True and False are no positions.
+    """
+    if is_tensor(positions):
+        kind = _tensor_kind(positions.dtype)
+        values = positions.detach().cpu()
+        values = values.double() if kind == "f" else values
+        values = values.numpy()
+    else:
+        values = np.asarray(positions)
+        kind = values.dtype.kind
+    if kind not in "iuf":
+        raise TypeError(
+            f"{name} must hold integers (or real numbers), one position "
+            f"per row, got dtype {positions.dtype}"
+        )
+    sequence_positions(values.shape, t, name)
+    if kind == "f":
+        finite(values, name)
+
+
+def _tensor_kind(dtype):
+    # a NumPy-like kind letter for a torch dtype, without importing torch
+    if dtype.is_complex:
+        return "c"
+    if dtype.is_floating_point:
+        return "f"
+    if str(dtype) == "torch.bool":
+        return "b"
+    return "u" if str(dtype).startswith("torch.uint") else "i"
+
+
+def rope_inputs(x_shape, positions, base, base_name="base"):
+    """The guards of apply_rope: even d_head, (T,) positions, base > 0."""
+    if len(tuple(x_shape)) < 2:
+        raise ValueError(
+            f"x must have at least 2 dims (..., T, d_head), got shape "
+            f"{tuple(x_shape)}"
+        )
+    rope_head_size(x_shape[-1])
+    rope_positions(positions, x_shape[-2])
+    rope_base(base, base_name)
+
+
+def rope_base(base, name="rope_base"):
+    """The RoPE base (theta, 10000 in RoFormer): a finite number > 0."""
+    if isinstance(base, bool) or not isinstance(
+        base, int | float | np.integer | np.floating
+    ):
+        raise TypeError(
+            f"{name} must be a real number (10000.0 by default), got {base!r}"
+        )
+    if not np.isfinite(base) or base <= 0:
+        raise ValueError(
+            f"{name} must be positive and finite, got {base}: the "
+            f"frequencies {name} ** (-2 i / d_head) need a base > 0"
+        )
+
+
 def rope_self_attention(rope, has_context):
     """RoPE rotates q and k at the positions of x: no context."""
     if rope and has_context:
@@ -286,22 +374,49 @@ def rope_self_attention(rope, has_context):
 
 
 def chunk_lengths(chunks, t):
-    """Chunk lengths for a cached forward: positive ints summing to T."""
-    if isinstance(chunks, int | np.integer):
+    """Chunk lengths for a cached forward: positive ints summing to T.
+
+    ``chunks``: any iterable (a list, a range, a generator, an int
+    array or tensor). Returns the lengths as a list of Python ints, so
+    that a one-shot iterator is read once, here.
+    """
+    if isinstance(chunks, int | np.integer) or is_tensor_scalar(chunks):
         raise TypeError(
             f"chunks must be a sequence of lengths, e.g. [{t}], "
             f"got the int {chunks}"
         )
-    chunks = list(chunks)
+    try:
+        chunks = list(chunks)
+    except TypeError:
+        raise TypeError(
+            f"chunks must be an iterable of lengths, e.g. [{t}], got "
+            f"{type(chunks).__name__} {chunks!r}"
+        ) from None
+    lengths = []
     for i, n in enumerate(chunks):
-        integer(n, f"chunks[{i}]")
+        n = _as_index(n, f"chunks[{i}]")
         if n <= 0:
             raise ValueError(f"chunks[{i}] = {n}: a chunk needs >= 1 row")
-    if sum(chunks) != t:
+        lengths.append(n)
+    if sum(lengths) != t:
         raise ValueError(
-            f"chunks {chunks} sum to {sum(chunks)}, but x holds T={t} "
+            f"chunks {lengths} sum to {sum(lengths)}, but x holds T={t} "
             f"positions"
         )
+    return lengths
+
+
+def is_tensor_scalar(value):
+    """True for a 0-d torch tensor (iterating over one fails)."""
+    return is_tensor(value) and value.dim() == 0
+
+
+def _as_index(value, name):
+    # an int, a NumPy integer or a 0-d integer tensor, as a Python int
+    if is_tensor_scalar(value):
+        value = value.item()  # an int, float or bool: integer() decides
+    integer(value, name)
+    return int(value)
 
 
 # Inputs of the NumPy and PyTorch layers: types, dtypes, one call each.
@@ -418,19 +533,25 @@ def scores_shape(q_shape, k_shape, v_shape):
     return (*lead, q[-2], k[-2])
 
 
-def mask_array(mask, scores_shape):
-    """A NumPy bool mask broadcast to the scores, every row with a key."""
+def mask_array(mask, scores_shape, empty_rows="raise"):
+    """A NumPy bool mask broadcast to the scores, every row with a key.
+
+    With empty_rows="zero", rows with every key masked are allowed.
+    """
     not_a_tensor(mask, "mask", "torch_ref with a torch mask")
     mask = np.asarray(mask)
     mask_dtype(mask.dtype)
     mask_shape(mask.shape, scores_shape)
     mask = np.broadcast_to(mask, scores_shape)  # a view, no copy
-    every_row_has_a_key(np.all(mask, axis=-1))
+    rows_without_keys(np.all(mask, axis=-1), empty_rows)
     return mask
 
 
-def mask_tensor(mask, scores_shape, device=None):
-    """A torch bool mask expanded to the scores, every row with a key."""
+def mask_tensor(mask, scores_shape, device=None, empty_rows="raise"):
+    """A torch bool mask expanded to the scores, every row with a key.
+
+    With empty_rows="zero", rows with every key masked are allowed.
+    """
     if not is_tensor(mask):
         raise TypeError(
             f"mask must be a torch.Tensor of dtype torch.bool, got "
@@ -444,43 +565,86 @@ def mask_tensor(mask, scores_shape, device=None):
             f"move it with mask.to({str(device)!r})"
         )
     mask = mask.expand(*scores_shape)  # a view, no copy
-    every_row_has_a_key(mask.all(dim=-1).cpu().numpy())
+    if empty_rows == "raise":  # no need to look at the rows otherwise
+        every_row_has_a_key(mask.all(dim=-1).cpu().numpy())
     return mask
 
 
-def attention_arrays(q, k, v, mask=None):
+def attention_arrays(q, k, v, mask=None, empty_rows="raise"):
     """The guards of a NumPy attention function, in one call.
 
     Returns q, k and v as float arrays (see float_arrays) and the mask
     broadcast to the scores (..., Tq, Tk), or None. Raises if a shape
-    does not fit, or a row has every key masked. A key-padding mask is
-    (B, 1, 1, Tk): a 2-D mask always means (Tq, Tk).
+    does not fit, or (empty_rows="raise") a row has every key masked.
+    A key-padding mask is (B, 1, 1, Tk): a 2-D mask means (Tq, Tk).
     """
+    empty_rows_option(empty_rows)
     q, k, v = float_arrays(q=q, k=k, v=v)
     shape = scores_shape(q.shape, k.shape, v.shape)
     if mask is not None:
-        mask = mask_array(mask, shape)
+        mask = mask_array(mask, shape, empty_rows)
     return q, k, v, mask
 
 
-def attention_tensors(q, k, v, mask=None):
+def attention_tensors(q, k, v, mask=None, empty_rows="raise"):
     """The guards of a PyTorch attention function, in one call.
 
     Checks q, k and v (see float_tensors) and their shapes; returns the
     mask expanded to the scores (..., Tq, Tk), or None. A (Tk,) or 0-d
-    mask becomes a full one, which SDPA needs.
+    mask becomes a full one, which SDPA needs. Rows with every key
+    masked are refused unless empty_rows="zero".
     """
+    empty_rows_option(empty_rows)
     float_tensors(q=q, k=k, v=v)
     shape = scores_shape(q.shape, k.shape, v.shape)
-    return None if mask is None else mask_tensor(mask, shape, q.device)
+    if mask is None:
+        return None
+    return mask_tensor(mask, shape, q.device, empty_rows)
 
 
-def scores_finite(scores):
+def output_shape(q_shape, k_shape, v_shape):
+    """The shape (..., Tq, dv) of attention's output, after the checks."""
+    *lead, tq, _ = scores_shape(q_shape, k_shape, v_shape)
+    return (*lead, tq, tuple(v_shape)[-1])
+
+
+def backward_arrays(q, k, v, dout):
+    """The guards of a NumPy backward pass, in one call.
+
+    q, k and v as attention_arrays makes them (one float dtype, at
+    least float32: the forward's output dtype); dout (..., Tq, dv), the
+    gradient of that output, as a finite array of the same dtype. Lists
+    and int or bool arrays are accepted, as the forward accepts them.
+    """
+    q, k, v = float_arrays(q=q, k=k, v=v)
+    (dout,) = float_arrays(dout=dout)
+    upstream(dout.shape, output_shape(q.shape, k.shape, v.shape))
+    return q, k, v, dout.astype(q.dtype, copy=False)
+
+
+def backward_tensors(q, k, v, dout):
+    """The guards of a PyTorch backward pass, in one call.
+
+    q, k and v as attention_tensors checks them; dout (..., Tq, dv) a
+    finite floating tensor on their device, of any floating dtype (the
+    backward computes in q's dtype, at least float32).
+    """
+    float_tensors(q=q, k=k, v=v)
+    float_tensors(dout=dout)
+    upstream(dout.shape, output_shape(q.shape, k.shape, v.shape))
+    if dout.device != q.device:
+        raise ValueError(
+            f"dout is on {dout.device} but q, k and v are on {q.device}; "
+            f"move it with dout.to({str(q.device)!r})"
+        )
+
+
+def scores_finite(scores, mask=None):
     """Raise if q @ k^T overflowed although q and k were finite.
 
-    ``scores``: NumPy (..., Tq, Tk), after masking, with every row known
-    to keep at least one allowed key. NaN or +inf anywhere, or a row of
-    nothing but -inf, means scores beyond the dtype's range.
+    ``scores``: NumPy (..., Tq, Tk), after masking. NaN or +inf
+    anywhere, or a row of nothing but -inf that the mask (NumPy, True =
+    blocked, or None) left a key, means scores beyond the dtype's range.
     """
     bad = np.isnan(scores) | np.isposinf(scores)
     if np.any(bad):
@@ -491,6 +655,8 @@ def scores_finite(scores):
             f"and k are finite; scale q and k down"
         )
     lost = np.all(np.isneginf(scores), axis=-1)  # (..., Tq)
+    if mask is not None:  # a row the mask empties is not an overflow
+        lost &= ~np.all(mask, axis=-1)
     if np.any(lost):
         raise ValueError(
             f"every score of query row at index {first_index(lost)} is "
@@ -513,6 +679,18 @@ def model_arrays(x, context, d_model):
     if context is not None:
         context_input(x.shape, context.shape, d_model)
     return x, context
+
+
+def model_backward_arrays(x, context, dy, d_model):
+    """The guards of numpy_ref.MultiHeadAttention.backward, in one call.
+
+    x and context as model_arrays checks them; dy, the gradient of the
+    output y (B, Tq, d_model), as a finite float array of x's shape.
+    """
+    x, context = model_arrays(x, context, d_model)
+    (dy,) = float_arrays(dy=dy)
+    upstream(dy.shape, x.shape, "dy")  # y has x's shape
+    return x, context, dy
 
 
 def model_tensors(x, context, d_model, weight):
@@ -552,6 +730,71 @@ def device(device, cuda_available):
         )
 
 
+def causal_shape(t, tk, align):
+    """A causal mask's (Tk, offset): key j is blocked when j > i + offset.
+
+    Square (tk None or t): offset 0. For tk != t the caller must say
+    which corner the diagonal starts from: "top_left" (offset 0, SDPA's
+    is_causal) or "bottom_right" (offset tk - t, flash-attn's causal and
+    a KV cache: the t queries are the last t of the tk positions).
+    """
+    positive_integer(t, "t")
+    tk = t if tk is None else tk
+    positive_integer(tk, "tk")
+    if align not in (None, "top_left", "bottom_right"):
+        raise ValueError(
+            f"align must be 'top_left' (SDPA's is_causal) or "
+            f"'bottom_right' (flash-attn, a KV cache), got {align!r}"
+        )
+    if align is None and tk != t:
+        raise ValueError(
+            f"a causal mask of shape (t, tk) = ({t}, {tk}) is not square: "
+            f"say which corner it aligns to, align='top_left' (SDPA's "
+            f"is_causal) or align='bottom_right' (flash-attn, a KV cache)"
+        )
+    return tk, (tk - t if align == "bottom_right" else 0)
+
+
+def kv_chunk(keys, values, k, v):
+    """A chunk k, v (B, H_kv, Tc, dh) that fits a KV cache's keys, values.
+
+    k and v must be 4-D tensors agreeing in batch, heads, length, dtype
+    and device; with a cache holding keys and values (None when empty),
+    also in batch, heads, head sizes, dtype and device with those.
+    """
+    for name, x in (("k", k), ("v", v)):
+        if not is_tensor(x) or x.dim() != 4:
+            got = tuple(x.shape) if is_tensor(x) else type(x).__name__
+            raise ValueError(
+                f"{name} must be a 4-D tensor (B, H_kv, Tc, dh), got {got}"
+            )
+    ks, vs = tuple(k.shape), tuple(v.shape)
+    if ks[:3] != vs[:3]:
+        raise ValueError(
+            f"k {ks} and v {vs} must agree in batch, heads and length "
+            f"(B, H_kv, Tc)"
+        )
+    if k.dtype != v.dtype or k.device != v.device:
+        raise TypeError(
+            f"k and v must share one dtype and device, got k {k.dtype} "
+            f"on {k.device}, v {v.dtype} on {v.device}"
+        )
+    if keys is None:
+        return
+    for name, new, old in (("k", k, keys), ("v", v, values)):
+        n, o = tuple(new.shape), tuple(old.shape)
+        if (n[0], n[1], n[3]) != (o[0], o[1], o[3]):
+            raise ValueError(
+                f"{name} {n} does not fit the cached {o}: batch, heads "
+                f"and head size (B, H_kv, dh) must match"
+            )
+    if k.dtype != keys.dtype or k.device != keys.device:
+        raise TypeError(
+            f"k and v are {k.dtype} on {k.device}, but the cache holds "
+            f"{keys.dtype} on {keys.device}"
+        )
+
+
 def new_queries(values, n_new):
     """At least one cached or new key per new query (kv_cache example)."""
     if len(values) < n_new:
@@ -567,7 +810,12 @@ def key_padding(lengths, tk):
     shape = tuple(lengths.shape)
     values = np.asarray(lengths.cpu() if is_tensor(lengths) else lengths)
     if tk is not None:
-        integer(tk, "tk")
+        positive_integer(tk, "tk")
+    if shape[:1] == (0,):  # no sequence: nothing to take a length of
+        raise ValueError(
+            f"lengths must hold one length per sequence, shape (B,) "
+            f"with B >= 1 (or a bool (B, Tk) mask), got shape {shape}"
+        )
     if values.dtype == bool:
         if len(shape) != 2 or (tk is not None and shape[1] != tk):
             raise ValueError(

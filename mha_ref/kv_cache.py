@@ -96,6 +96,10 @@ class KVCache:
     """
 
     def __init__(self):
+        self.reset()
+
+    def reset(self):
+        """Forget every position: the next chunk starts at position 0."""
         self.keys = None  # (B, H_kv, T, dh)
         self.values = None  # (B, H_kv, T, dh)
 
@@ -104,30 +108,46 @@ class KVCache:
         """Positions held, which is also the next row's position."""
         return 0 if self.keys is None else self.keys.shape[-2]
 
+    def extended(self, k, v):
+        """The cached keys and values with a chunk's k, v after them.
+
+        k, v (B, H_kv, Tc, dh) -> (B, H_kv, T + Tc, dh) each; the cache
+        itself is unchanged until the caller stores the result.
+        """
+        checks.kv_chunk(self.keys, self.values, k, v)  # B, H_kv, Tc agree
+        if self.keys is None:
+            return k, v  # the first chunk
+        keys = torch.cat([self.keys, k], dim=-2)  # (B, H_kv, T + Tc, dh)
+        values = torch.cat([self.values, v], dim=-2)  # (B, H_kv, T + Tc, ..)
+        return keys, values
+
     def append(self, k, v):
         """Add a chunk's k and v (B, H_kv, Tc, dh) after the cached ones."""
-        if self.keys is not None:
-            k = torch.cat([self.keys, k], dim=-2)  # (B, H_kv, T + Tc, dh)
-            v = torch.cat([self.values, v], dim=-2)  # (B, H_kv, T + Tc, dh)
-        self.keys, self.values = k, v
+        self.keys, self.values = self.extended(k, v)
 
     # --8<-- [end:kv-cache-class]
 
 
 # --8<-- [start:kv-cache-step]
 def cached_step(module, cache, x):
-    """One chunk x (B, Tc, d_model) at the positions after the cache."""
+    """One chunk x (B, Tc, d_model) at the positions after the cache.
+
+    The cache takes the chunk's keys and values only once the step has
+    succeeded: a step that raises leaves it exactly as it was.
+    """
     start = cache.length  # absolute position of the chunk's first row
     positions = torch.arange(start, start + x.shape[1], device=x.device)
     # RoPE at absolute positions, so cached keys stay valid
     q, k, v = module.project(x, positions=positions)  # (B, H, Tc, dh)
-    cache.append(k, v)  # now holds positions 0 .. start + Tc - 1
-    key_positions = torch.arange(cache.length, device=x.device)
+    keys, values = cache.extended(k, v)  # positions 0 .. start + Tc - 1
+    key_positions = torch.arange(keys.shape[-2], device=x.device)
     blocked = torch_ref.causal_mask_for_positions(
         positions, key_positions
     )  # (Tc, T): True where a key comes after the query
-    out, _ = torch_ref.attention(q, cache.keys, cache.values, blocked)
-    return module.wo(module.merge_heads(out))  # (B, Tc, d_model)
+    out, _ = torch_ref.attention(q, keys, values, blocked)
+    y = module.wo(module.merge_heads(out))  # (B, Tc, d_model)
+    cache.keys, cache.values = keys, values  # the step succeeded: keep
+    return y
     # --8<-- [end:kv-cache-step]
 
 
@@ -135,11 +155,12 @@ def cached_step(module, cache, x):
 def cached_forward(module, x, chunks):
     """x (B, T, d_model) through ``module`` in chunks of these lengths.
 
-    A prefill then single steps is chunks = [T0, 1, 1, ...]. Equals
+    A prefill then single steps is chunks = [T0, 1, 1, ...], or any
+    iterable of positive ints summing to T. Equals
     module(x, mask=torch_ref.causal_mask(T))[0].
     """
     checks.model_input(x.shape, module.d_model)
-    checks.chunk_lengths(chunks, x.shape[1])  # positive, sum to T
+    chunks = checks.chunk_lengths(chunks, x.shape[1])  # a list, sums to T
     cache = KVCache()
     outputs = []
     for n in chunks:

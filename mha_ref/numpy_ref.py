@@ -13,22 +13,28 @@ from mha_ref import checks
 
 
 # --8<-- [start:softmax]
-def softmax(logits, axis=-1):
+def softmax(logits, axis=-1, empty_rows="raise"):
     """Softmax along ``axis``, stable for large logits, -inf = masked.
+
+    A row of only -inf (no allowed key) is refused, or gets weights 0
+    with empty_rows="zero", as SDPA's boolean mask defines it.
 
     >>> softmax(np.array([1000.0, 1000.0]))
     array([0.5, 0.5])
     >>> softmax(np.array([0.0, -np.inf]))
     array([1., 0.])
+    >>> softmax(np.array([-np.inf, -np.inf]), empty_rows="zero")
+    array([0., 0.])
     """
     values = checks.real_logits(logits, axis)  # float; no NaN, no +inf
-    checks.every_row_has_a_key(
-        np.all(np.isneginf(values), axis=axis), what="logits row"
-    )
-    # shift-invariant: subtracting the row max keeps exp() <= 1
-    shifted = values - np.max(values, axis=axis, keepdims=True)
-    weights = np.exp(shifted)
-    return weights / np.sum(weights, axis=axis, keepdims=True)
+    empty = np.all(np.isneginf(values), axis=axis, keepdims=True)
+    checks.rows_without_keys(np.squeeze(empty, axis), empty_rows, "logits row")
+    # shift-invariant: subtracting the row max keeps exp() <= 1; a row
+    # of only -inf shifts by 0 instead, and all its exp() are 0
+    row_max = np.max(values, axis=axis, keepdims=True)
+    weights = np.exp(values - np.where(empty, 0.0, row_max))
+    total = np.sum(weights, axis=axis, keepdims=True)  # 0 for such a row
+    return weights / np.where(empty, 1.0, total)
     # --8<-- [end:softmax]
 
 
@@ -71,15 +77,17 @@ def repeat_kv_heads(x, group):
 
 
 # --8<-- [start:attention]
-def attention(q, k, v, mask=None):
+def attention(q, k, v, mask=None, empty_rows="raise"):
     """q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
 
     k and v may have fewer heads (axis -3) than q, H % H_kv == 0.
     mask broadcasts to (..., Tq, Tk): key padding is (B, 1, 1, Tk),
     see key_padding_mask. int and bool inputs compute in float.
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
+    A query row with every key masked is refused, or with
+    empty_rows="zero" gets weights and output 0 (SDPA, flash-attn).
     """
-    q, k, v, mask = checks.attention_arrays(q, k, v, mask)  # see checks
+    q, k, v, mask = checks.attention_arrays(q, k, v, mask, empty_rows)
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
@@ -88,26 +96,27 @@ def attention(q, k, v, mask=None):
     scores = q @ np.swapaxes(k, -2, -1) / math.sqrt(d)  # (..., Tq, Tk)
     if mask is not None:
         scores = np.where(mask, -np.inf, scores)  # before the softmax
-    checks.scores_finite(scores)  # q @ k^T can overflow: name the row
-    weights = softmax(scores, axis=-1)  # each row sums to 1 over keys
+    checks.scores_finite(scores, mask)  # q @ k^T can overflow: name it
+    # each row sums to 1 over keys (or is 0: no key, empty_rows="zero")
+    weights = softmax(scores, axis=-1, empty_rows=empty_rows)
     return weights @ v, weights  # (..., Tq, dv), (..., Tq, Tk)
     # --8<-- [end:attention]
 
 
 # --8<-- [start:attention-backward]
-def attention_backward(q, k, v, dout, mask=None):
+def attention_backward(q, k, v, dout, mask=None, empty_rows="raise"):
     """Gradients of attention(q, k, v, mask)'s output, given dout = dL/dO.
 
-    dout is (..., Tq, dv). Returns dq, dk, dv shaped as q, k and v. The
-    weights A are recomputed from q and k, as the forward made them.
+    dout is (..., Tq, dv). Returns dq, dk, dv shaped as q, k and v, in
+    the forward's dtype. The weights A are recomputed from q and k, as
+    the forward made them; a row with no key (empty_rows="zero") has
+    A = 0 and passes no gradient on.
     """
+    q, k, v, dout = checks.backward_arrays(q, k, v, dout)  # one float type
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
-    out, weights = attention(q, k, v, mask)  # A: (..., Tq, Tk)
-    dout = np.asarray(dout)
-    checks.upstream(dout.shape, out.shape)
-    checks.finite(dout, "dout")
+    _, weights = attention(q, k, v, mask, empty_rows)  # A: (..., Tq, Tk)
     d = q.shape[-1]  # the head size d_k
     # --8<-- [start:attention-backward-dv]
     # dV = A^T dO: each value collects the rows that read it
@@ -169,15 +178,25 @@ def sum_to_shape(grad, shape):
 
 
 # --8<-- [start:causal-mask]
-def causal_mask(t):
+def causal_mask(t, tk=None, align=None):
     """(t, t) mask, True strictly above the diagonal: the future.
 
     >>> causal_mask(3).astype(int)
     array([[0, 1, 1],
            [0, 0, 1],
            [0, 0, 0]])
+
+    (t, tk) with tk != t needs ``align``: "top_left" starts the diagonal
+    at the first key (SDPA's is_causal), "bottom_right" ends it at the
+    last key (flash-attn, a KV cache); a query before every key is a
+    row with no allowed key.
+
+    >>> causal_mask(2, 3, align="bottom_right").astype(int)
+    array([[0, 0, 1],
+           [0, 0, 0]])
     """
-    return np.triu(np.ones((t, t), dtype=bool), k=1)
+    tk, offset = checks.causal_shape(t, tk, align)  # offset 0 or tk - t
+    return np.triu(np.ones((t, tk), dtype=bool), k=1 + offset)
     # --8<-- [end:causal-mask]
 
 
@@ -226,23 +245,26 @@ def key_padding_mask(lengths, tk=None):
 def apply_rope(x, positions, base=10000.0):
     """Rotary position embedding of x (..., T, d_head) at ``positions``.
 
-    The rotate-half convention (GPT-NeoX, Llama): feature i pairs with
-    feature i + d_head / 2, and the pair turns by the angle
-    position * base ** (-2 i / d_head). Rotations keep lengths, and
-    q . k after rotation depends on the positions only through m - n.
+    The rotate-half convention (GPT-NeoX, Hugging Face): feature i pairs
+    with feature i + d_head / 2, and the pair turns by the angle
+    position * base ** (-2 i / d_head). Meta's Llama code and RoFormer
+    turn adjacent pairs (2i, 2i + 1) instead, the same after permuting
+    the output features of Wq and Wk (columns here, as x @ W; rows of
+    nn.Linear's weight). Rotations keep lengths, and q . k after
+    rotation depends on the positions only through m - n. Positions of
+    any int or float dtype; angles in float64, cast once.
 
     >>> x = np.array([[1.0, 0.0]])  # one row, d_head = 2
     >>> apply_rope(x, [1]).round(4)  # turned by 1 radian
     array([[0.5403, 0.8415]])
     """
-    x, positions = np.asarray(x), np.asarray(positions, dtype=np.float64)
+    x, positions = np.asarray(x), np.asarray(positions)
+    checks.rope_inputs(x.shape, positions, base)  # even d_head, (T,) ints
     d_head, dtype = x.shape[-1], np.result_type(x.dtype, np.float32)
-    checks.rope_head_size(d_head)
-    checks.sequence_positions(positions.shape, x.shape[-2])
     half = d_head // 2
     # theta_i = base^(-2i / d_head): one frequency per pair of features
-    freq = base ** (-2.0 * np.arange(half) / d_head)  # (d_head / 2,)
-    angle = positions[:, None] * freq[None, :]  # (T, d_head / 2)
+    freq = float(base) ** (-2.0 * np.arange(half) / d_head)  # float64
+    angle = positions.astype(np.float64)[:, None] * freq  # (T, d_head / 2)
     angle = np.concatenate([angle, angle], axis=-1)  # (T, d_head)
     cos, sin = np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
     # rotate_half(x) = (-x2, x1): each pair (x1, x2) turned by 90 degrees
@@ -277,6 +299,7 @@ class MultiHeadAttention:
         self.d_model, self.n_head = d_model, n_head
         self.d_head = d_model // n_head
         self.rope, self.rope_base = rope, rope_base
+        checks.rope_base(rope_base)  # > 0: base ** (-2i / d) is finite
         if rope:
             checks.rope_head_size(self.d_head)
         rng = np.random.default_rng(seed)
@@ -348,16 +371,14 @@ class MultiHeadAttention:
         "bo" with biases). With a context, "x" covers the queries only
         and "context" the keys and values.
         """
-        checks.model_input(x.shape, self.d_model)
+        x, context, dy = checks.model_backward_arrays(
+            x, context, dy, self.d_model
+        )  # float arrays; dy (B, Tq, d_model) as y
         cross = context is not None
         if not cross:
             context = x  # x feeds all three projections
         else:
-            checks.context_input(x.shape, context.shape, self.d_model)
             checks.rope_self_attention(self.rope, has_context=True)
-        dy = np.asarray(dy)
-        checks.upstream(dy.shape, x.shape, "dy")  # y has x's shape
-        checks.finite(dy, "dy")
         grads = {}
         # the forward again: backward needs its intermediate values
         q = self.split_heads(_linear(x, self.Wq, self.bq))  # (B, H, T, dh)
@@ -383,7 +404,7 @@ class MultiHeadAttention:
         dq, dk, dv = attention_backward(q, k, v, d_out, mask)
         # --8<-- [start:mha-backward-rope]
         if self.rope:  # R(angle)^T = R(-angle): turn the gradients back
-            back = -np.asarray(positions)  # (T,): the negative angles
+            back = -np.asarray(positions, np.float64)  # (T,): any int type
             dq = apply_rope(dq, back, self.rope_base)  # (B, H, T, dh)
             dk = apply_rope(dk, back, self.rope_base)  # (B, H_kv, T, dh)
         # --8<-- [end:mha-backward-rope]

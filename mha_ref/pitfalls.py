@@ -97,13 +97,15 @@ def wrong_cached_step(module, cache, x):
     positions = torch.arange(start, start + x.shape[1], device=x.device)
     restart = torch.arange(x.shape[1], device=x.device)  # 0 .. Tc - 1
     q, k, v = module.project(x, positions=restart)  # the mistake
-    cache.append(k, v)  # keys rotated at the wrong positions, for good
-    key_positions = torch.arange(cache.length, device=x.device)
+    keys, values = cache.extended(k, v)  # keys rotated at wrong angles
+    key_positions = torch.arange(keys.shape[-2], device=x.device)
     blocked = torch_ref.causal_mask_for_positions(
         positions, key_positions
     )  # (Tc, T): True where a key comes after the query
-    out, _ = torch_ref.attention(q, cache.keys, cache.values, blocked)
-    return module.wo(module.merge_heads(out))  # (B, Tc, d_model)
+    out, _ = torch_ref.attention(q, keys, values, blocked)
+    y = module.wo(module.merge_heads(out))  # (B, Tc, d_model)
+    cache.keys, cache.values = keys, values  # kept, for good
+    return y
     # --8<-- [end:wrong-rope-positions]
 
 

@@ -67,14 +67,15 @@ def positions(causal, query_positions, key_positions, tq, tk, as_array):
     return q_pos, k_pos
 
 
-def check_row_max(row_max, rows, mask, q_pos, k_pos):
+def check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows="raise"):
     """Raise if a query row of this block overflowed or saw no key.
 
     row_max (..., bq, 1) holds the rows ``rows`` (a slice), NumPy or
     torch. NaN or +inf means q @ k^T overflowed (as numpy_ref.softmax
     refuses). -inf means no key was allowed (mask and causal positions
-    together), or, in a row that has allowed keys, that every allowed
-    score overflowed to -inf; the mask tells the two apart.
+    together; refused unless empty_rows="zero"), or, in a row that has
+    allowed keys, that every allowed score overflowed to -inf; the mask
+    tells the two apart.
     """
     row_max = _as_numpy(row_max)[..., 0]  # (..., bq)
     overflow = np.isnan(row_max) | np.isposinf(row_max)
@@ -92,6 +93,8 @@ def check_row_max(row_max, rows, mask, q_pos, k_pos):
     mask, q_pos, k_pos = (_as_numpy(a) for a in (mask, q_pos, k_pos))
     tile = tile_mask_numpy(mask, q_pos, k_pos, rows, slice(None))
     blocked = np.False_ if tile is None else tile.all(axis=-1)  # (.., bq)
+    if empty_rows == "zero":  # rows with no allowed key are welcome
+        empty = empty & ~blocked
     for flags, why in (
         (
             empty & blocked,
@@ -171,6 +174,7 @@ def tiled_attention_numpy(
     block_q=BLOCK,
     block_k=BLOCK,
     return_lse=False,
+    empty_rows="raise",
 ):
     """numpy_ref.attention's output, one (block_q, block_k) tile at a time.
 
@@ -178,8 +182,15 @@ def tiled_attention_numpy(
     causal blocks later key positions; by default the queries are the
     last Tq of the Tk positions, as with a KV cache. Returns (..., Tq, dv),
     and with return_lse the log-sum-exp of each score row, (..., Tq).
+    k and v may have fewer heads than q, as in numpy_ref.attention. A
+    row with no allowed key is refused, or with empty_rows="zero" gets
+    output 0 and L = +inf (flash-attn's convention).
     """
-    q, k, v, mask = checks.attention_arrays(q, k, v, mask)  # as attention
+    q, k, v, mask = checks.attention_arrays(q, k, v, mask, empty_rows)
+    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    if group > 1:  # query head h reads key/value head h // G
+        k = numpy_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
+        v = numpy_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
     lead, tq, tk, dv = check_inputs(
         q.shape, k.shape, v.shape, block_q, block_k
     )
@@ -210,11 +221,16 @@ def tiled_attention_numpy(
             state = online_softmax_update_numpy(state, s, v[..., cols, :])
         row_max, row_sum, acc = state
         # NaN or +inf: q @ k^T overflowed; -inf: no key allowed (or lost)
-        check_row_max(row_max, rows, mask, q_pos, k_pos)
+        check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows)
+        # a row with no key (empty_rows="zero") has m = -inf and l = 0:
+        # o = 0, and L = +inf makes the backward's exp(S - L) 0 as well
+        empty = np.isneginf(row_max)  # (..., bq, 1)
+        row_sum = np.where(empty, 1.0, row_sum)
         # o = O / l
         out_blocks.append(acc / row_sum)  # (..., bq, dv)
         # L = m + log(l), all the backward needs of this row's softmax
-        lse_blocks.append((row_max + np.log(row_sum))[..., 0])  # (..., bq)
+        lse = np.where(empty, np.inf, row_max + np.log(row_sum))
+        lse_blocks.append(lse[..., 0])  # (..., bq)
     out = np.concatenate(out_blocks, axis=-2)  # (..., Tq, dv)
     if return_lse:
         return out, np.concatenate(lse_blocks, axis=-1)  # (..., Tq)
@@ -274,6 +290,7 @@ def tiled_attention_torch(
     block_q=BLOCK,
     block_k=BLOCK,
     return_lse=False,
+    empty_rows="raise",
 ):
     """torch_ref.attention's output, one (block_q, block_k) tile at a time.
 
@@ -281,8 +298,15 @@ def tiled_attention_torch(
     causal blocks later key positions; by default the queries are the
     last Tq of the Tk positions, as with a KV cache. Returns (..., Tq, dv),
     and with return_lse the log-sum-exp of each score row, (..., Tq).
+    k and v may have fewer heads than q, as in torch_ref.attention. A
+    row with no allowed key is refused, or with empty_rows="zero" gets
+    output 0 and L = +inf (flash-attn's convention).
     """
-    mask = checks.attention_tensors(q, k, v, mask)  # as attention()
+    mask = checks.attention_tensors(q, k, v, mask, empty_rows)
+    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    if group > 1:  # query head h reads key/value head h // G
+        k = torch_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
+        v = torch_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
     lead, tq, tk, dv = check_inputs(
         q.shape, k.shape, v.shape, block_q, block_k
     )
@@ -318,11 +342,16 @@ def tiled_attention_torch(
             state = online_softmax_update_torch(state, s, v_j)
         row_max, row_sum, acc = state
         # NaN or +inf: q @ k^T overflowed; -inf: no key allowed (or lost)
-        check_row_max(row_max, rows, mask, q_pos, k_pos)
+        check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows)
+        # a row with no key (empty_rows="zero") has m = -inf and l = 0:
+        # o = 0, and L = +inf makes the backward's exp(S - L) 0 as well
+        empty = row_max.isneginf()  # (..., bq, 1)
+        row_sum = torch.where(empty, 1.0, row_sum)
         # o = O / l
         out_blocks.append(acc / row_sum)  # (..., bq, dv)
         # L = m + log(l), all the backward needs of this row's softmax
-        lse_blocks.append((row_max + row_sum.log())[..., 0])  # (..., bq)
+        lse = torch.where(empty, math.inf, row_max + row_sum.log())
+        lse_blocks.append(lse[..., 0])  # (..., bq)
     out = torch.cat(out_blocks, dim=-2).to(q.dtype)  # (..., Tq, dv)
     if return_lse:  # L stays in float32, as FlashAttention saves it
         return out, torch.cat(lse_blocks, dim=-1)  # (..., Tq)
@@ -377,13 +406,20 @@ def tiled_attention_backward_numpy(
     key_positions=None,
     block_q=BLOCK,
     block_k=BLOCK,
+    empty_rows="raise",
 ):
     """dq, dk, dv of tiled_attention_numpy, one tile at a time.
 
     Arguments as tiled_attention_numpy's, plus dout = dL/dO (..., Tq, dv).
     The forward keeps only O and one log-sum-exp L per query row; every
     tile's weights are recomputed from L, so no (Tq, Tk) array exists.
+    The gradients come back in the forward's dtype (at least float32).
     """
+    q, k, v, dout = checks.backward_arrays(q, k, v, dout)  # one float type
+    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    if group > 1:  # query head h reads key/value head h // G
+        k = numpy_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
+        v = numpy_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
     # --8<-- [start:tiled-backward-saved-numpy]
     # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
     out, lse = tiled_attention_numpy(
@@ -397,10 +433,8 @@ def tiled_attention_backward_numpy(
         block_q,
         block_k,
         return_lse=True,
+        empty_rows=empty_rows,
     )
-    dout = np.asarray(dout)
-    checks.upstream(dout.shape, out.shape)
-    checks.finite(dout, "dout")
     # D = rowsum(dO * O), equal to rowsum(dP * P) and found in O(T d)
     delta = np.sum(dout * out, axis=-1, keepdims=True)  # (..., Tq, 1)
     lse = lse[..., None]  # (..., Tq, 1)
@@ -437,10 +471,14 @@ def tiled_attention_backward_numpy(
             dv[..., cols, :] += dv_j  # (..., bk, dv)
     # --8<-- [end:tiled-backward-loop-numpy]
     # a batch dim that q, k or v shared (broadcast) sums its gradients
-    return tuple(
-        numpy_ref.sum_to_shape(g, x.shape).astype(x.dtype, copy=False)
+    dq, dk, dv = (
+        numpy_ref.sum_to_shape(g, x.shape)
         for g, x in ((dq, q), (dk, k), (dv, v))
     )
+    if group > 1:  # a key/value head served G query heads: add them up
+        dk = numpy_ref.sum_kv_heads(dk, group)  # (..., H_kv, Tk, d)
+        dv = numpy_ref.sum_kv_heads(dv, group)  # (..., H_kv, Tk, dv)
+    return dq, dk, dv
     # --8<-- [end:tiled-attention-backward-numpy]
 
 
@@ -484,14 +522,23 @@ def tiled_attention_backward_torch(
     key_positions=None,
     block_q=BLOCK,
     block_k=BLOCK,
+    empty_rows="raise",
 ):
     """dq, dk, dv of tiled_attention_torch, one tile at a time.
 
     Arguments as tiled_attention_torch's, plus dout = dL/dO (..., Tq, dv).
     The forward keeps only O and one log-sum-exp L per query row; every
     tile's weights are recomputed from L, so no (Tq, Tk) tensor exists.
-    Low-precision inputs accumulate in float32, cast once at the end.
+    Low-precision inputs compute in float32, cast once at the end.
     """
+    checks.backward_tensors(q, k, v, dout)  # dout: any float dtype
+    # fp16 and bf16 compute in float32, as the forward; float64 stays
+    dtype, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
+    q, k, v, dout = q.to(acc), k.to(acc), v.to(acc), dout.to(acc)
+    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    if group > 1:  # query head h reads key/value head h // G
+        k = torch_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
+        v = torch_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
     # --8<-- [start:tiled-backward-saved-torch]
     # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
     out, lse = tiled_attention_torch(
@@ -505,13 +552,11 @@ def tiled_attention_backward_torch(
         block_q,
         block_k,
         return_lse=True,
+        empty_rows=empty_rows,
     )
-    checks.upstream(dout.shape, out.shape)
-    torch_ref.check_finite(dout, "dout")
-    acc = torch.promote_types(q.dtype, torch.float32)  # accumulators
     # D = rowsum(dO * O), equal to rowsum(dP * P) and found in O(T d)
-    delta = (dout.to(acc) * out.to(acc)).sum(dim=-1, keepdim=True)
-    lse = lse.to(acc)[..., None]  # (..., Tq, 1)
+    delta = (dout * out).sum(dim=-1, keepdim=True)  # (..., Tq, 1)
+    lse = lse[..., None]  # (..., Tq, 1)
     # --8<-- [end:tiled-backward-saved-torch]
     *lead, tq, _ = out.shape
     tk = k.shape[-2]
@@ -533,10 +578,10 @@ def tiled_attention_backward_torch(
                 continue  # the whole tile lies in the future: P = 0
             tile = tile_mask_torch(mask, q_pos, k_pos, rows, cols)
             dq_i, dk_j, dv_j = backward_tile_torch(
-                q[..., rows, :].to(acc),
-                k[..., cols, :].to(acc),
-                v[..., cols, :].to(acc),
-                dout[..., rows, :].to(acc),
+                q[..., rows, :],
+                k[..., cols, :],
+                v[..., cols, :],
+                dout[..., rows, :],
                 lse[..., rows, :],
                 delta[..., rows, :],
                 tile,
@@ -546,8 +591,11 @@ def tiled_attention_backward_torch(
             dv[..., cols, :] += dv_j  # (..., bk, dv)
     # --8<-- [end:tiled-backward-loop-torch]
     # a batch dim that q, k or v shared (broadcast) sums its gradients
-    return tuple(
-        g.sum_to_size(x.shape).to(x.dtype)
-        for g, x in ((dq, q), (dk, k), (dv, v))
+    dq, dk, dv = (
+        g.sum_to_size(x.shape) for g, x in ((dq, q), (dk, k), (dv, v))
     )
+    if group > 1:  # a key/value head served G query heads: add them up
+        dk = torch_ref.sum_kv_heads(dk, group)  # (..., H_kv, Tk, d)
+        dv = torch_ref.sum_kv_heads(dv, group)  # (..., H_kv, Tk, dv)
+    return dq.to(dtype), dk.to(dtype), dv.to(dtype)  # cast once, at the end
     # --8<-- [end:tiled-attention-backward-torch]

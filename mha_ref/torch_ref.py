@@ -21,12 +21,17 @@ def check_finite(tensor, name):
         checks.finite(tensor.detach().cpu().double().numpy(), name)
 
 
-def _check_scores(scores):
+def _check_scores(scores, mask=None):
     # finite q and k can still overflow q @ k^T: no silent NaN rows.
     # scores are float32 or float64 here, which NumPy holds as they are
-    lost = scores.isneginf().all(dim=-1).any()  # a row of only -inf
-    if (scores.isnan() | scores.isposinf()).any() or lost:
-        checks.scores_finite(scores.detach().cpu().numpy())
+    lost = scores.isneginf().all(dim=-1)  # a row of only -inf
+    if mask is not None:  # a row the mask empties is not an overflow
+        lost &= ~mask.all(dim=-1)
+    if (scores.isnan() | scores.isposinf()).any() or lost.any():
+        checks.scores_finite(
+            scores.detach().cpu().numpy(),
+            None if mask is None else mask.cpu().numpy(),
+        )
 
 
 def _check_mask(mask, scores_shape):
@@ -70,15 +75,17 @@ def repeat_kv_heads(x, group):
 
 
 # --8<-- [start:attention]
-def attention(q, k, v, mask=None):
+def attention(q, k, v, mask=None, empty_rows="raise"):
     """q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
 
     k and v may have fewer heads (axis -3) than q, H % H_kv == 0.
     mask broadcasts to (..., Tq, Tk): key padding is (B, 1, 1, Tk),
     see key_padding_mask. float16 and bfloat16 compute in float32.
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
+    A query row with every key masked is refused, or with
+    empty_rows="zero" gets weights and output 0 (SDPA, flash-attn).
     """
-    mask = checks.attention_tensors(q, k, v, mask)  # see checks
+    mask = checks.attention_tensors(q, k, v, mask, empty_rows)
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
@@ -90,26 +97,33 @@ def attention(q, k, v, mask=None):
     scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., Tq, Tk)
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))  # before softmax
-    _check_scores(scores)  # q @ k^T can overflow: name the row
+    _check_scores(scores, mask)  # q @ k^T can overflow: name the row
     weights = scores.softmax(dim=-1)  # each row sums to 1 over keys
+    if empty_rows == "zero" and mask is not None:  # SDPA, flash-attn
+        empty = mask.all(dim=-1, keepdim=True)  # (..., Tq, 1): no key
+        weights = weights.masked_fill(empty, 0.0)  # NaN rows become 0
     out = weights @ v  # (..., Tq, dv)
     return out.to(dtype), weights.to(dtype)  # cast back once, at the end
     # --8<-- [end:attention]
 
 
 # --8<-- [start:attention-backward]
-def attention_backward(q, k, v, dout, mask=None):
+def attention_backward(q, k, v, dout, mask=None, empty_rows="raise"):
     """Gradients of attention(q, k, v, mask)'s output, given dout = dL/dO.
 
-    dout is (..., Tq, dv). Returns dq, dk, dv shaped as q, k and v. The
-    weights A are recomputed from q and k, as the forward made them.
+    dout is (..., Tq, dv). Returns dq, dk, dv shaped as q, k and v, in
+    the forward's dtype. The weights A are recomputed from q and k, as
+    the forward made them; a row with no key (empty_rows="zero") has
+    A = 0 and passes no gradient on.
     """
+    checks.backward_tensors(q, k, v, dout)  # dout: any float dtype
+    # fp16 and bf16 compute in float32, as the forward; float64 stays
+    dtype, wide = q.dtype, torch.promote_types(q.dtype, torch.float32)
+    q, k, v, dout = q.to(wide), k.to(wide), v.to(wide), dout.to(wide)
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
-    out, weights = attention(q, k, v, mask)  # A: (..., Tq, Tk)
-    checks.upstream(dout.shape, out.shape)
-    check_finite(dout, "dout")
+    _, weights = attention(q, k, v, mask, empty_rows)  # A: (..., Tq, Tk)
     d = q.shape[-1]  # the head size d_k
     # --8<-- [start:attention-backward-dv]
     # dV = A^T dO: each value collects the rows that read it
@@ -137,7 +151,7 @@ def attention_backward(q, k, v, dout, mask=None):
     )
     if group > 1:  # a key/value head served G query heads: add them up
         dk, dv = sum_kv_heads(dk, group), sum_kv_heads(dv, group)
-    return dq, dk, dv
+    return dq.to(dtype), dk.to(dtype), dv.to(dtype)  # cast once, at the end
     # --8<-- [end:attention-backward]
 
 
@@ -152,11 +166,18 @@ def sum_kv_heads(grad, group):
 
 
 # --8<-- [start:causal-mask]
-def causal_mask(t, device=None):
-    """(t, t) mask, True strictly above the diagonal: the future."""
+def causal_mask(t, tk=None, align=None, device=None):
+    """(t, t) mask, True strictly above the diagonal: the future.
+
+    (t, tk) with tk != t needs ``align``: "top_left" starts the diagonal
+    at the first key (SDPA's is_causal), "bottom_right" ends it at the
+    last key (flash-attn, a KV cache); a query before every key is a
+    row with no allowed key.
+    """
+    tk, offset = checks.causal_shape(t, tk, align)  # offset 0 or tk - t
     checks.device(device, torch.cuda.is_available())  # a clear error
-    ones = torch.ones(t, t, dtype=torch.bool, device=device)
-    return torch.triu(ones, diagonal=1)
+    ones = torch.ones(t, tk, dtype=torch.bool, device=device)
+    return torch.triu(ones, diagonal=1 + offset)
     # --8<-- [end:causal-mask]
 
 
@@ -196,27 +217,31 @@ def key_padding_mask(lengths, tk=None):
 def apply_rope(x, positions, base=10000.0):
     """Rotary position embedding of x (..., T, d_head) at ``positions``.
 
-    The rotate-half convention (GPT-NeoX, Llama): feature i pairs with
-    feature i + d_head / 2, and the pair turns by the angle
-    position * base ** (-2 i / d_head). Rotations keep lengths, and
-    q . k after rotation depends on the positions only through m - n.
+    The rotate-half convention (GPT-NeoX, Hugging Face): feature i pairs
+    with feature i + d_head / 2, and the pair turns by the angle
+    position * base ** (-2 i / d_head). Meta's Llama code and RoFormer
+    turn adjacent pairs (2i, 2i + 1) instead, the same after permuting
+    the rows of W_Q and W_K (nn.Linear's (out, in) weights). Rotations
+    keep lengths, and q . k after rotation depends on the positions
+    only through m - n. Positions of any int or float dtype; angles in
+    float64, cast once to x's dtype (float32 for int or bool x).
 
     >>> x = torch.tensor([[1.0, 0.0]])  # one row, d_head = 2
     >>> apply_rope(x, [1]).round(decimals=4)  # turned by 1 radian
     tensor([[0.5403, 0.8415]])
     """
     positions = torch.as_tensor(positions, device=x.device)
-    d_head = x.shape[-1]
-    checks.rope_head_size(d_head)
-    checks.sequence_positions(positions.shape, x.shape[-2])
+    checks.rope_inputs(x.shape, positions, base)  # even d_head, (T,) ints
+    if not x.is_floating_point():  # int or bool x: rotate in float32
+        x = x.to(torch.promote_types(x.dtype, torch.float32))
+    d_head, dtype = x.shape[-1], x.dtype
     half = d_head // 2
-    dtype = torch.promote_types(x.dtype, torch.float32)  # angles >= fp32
     # theta_i = base^(-2i / d_head): one frequency per pair of features
-    i = torch.arange(half, device=x.device, dtype=dtype)
-    freq = base ** (-2.0 * i / d_head)  # (d_head / 2,)
-    angle = positions.to(dtype)[:, None] * freq[None, :]  # (T, d_head / 2)
+    i = torch.arange(half, device=x.device, dtype=torch.float64)
+    freq = float(base) ** (-2.0 * i / d_head)  # (d_head / 2,), float64
+    angle = positions.double()[:, None] * freq  # (T, d_head / 2)
     angle = torch.cat([angle, angle], dim=-1)  # (T, d_head)
-    cos, sin = angle.cos().to(x.dtype), angle.sin().to(x.dtype)
+    cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
     # rotate_half(x) = (-x2, x1): each pair (x1, x2) turned by 90 degrees
     x1, x2 = x[..., :half], x[..., half:]  # (..., T, d_head / 2) each
     rotated = torch.cat([-x2, x1], dim=-1)  # (..., T, d_head)
@@ -252,6 +277,7 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_head = d_model, n_head
         self.d_head = d_model // n_head
         self.rope, self.rope_base = rope, rope_base
+        checks.rope_base(rope_base)  # > 0: base ** (-2i / d) is finite
         if rope:
             checks.rope_head_size(self.d_head)
         kw = {"bias": bias, "device": device, "dtype": dtype}

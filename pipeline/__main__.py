@@ -1,4 +1,4 @@
-"""python -m pipeline [--force] [--only TOPIC] [--out DIR]"""
+"""python -m pipeline [--force] [--only PAGE] [--out DIR] [--watch]"""
 
 import argparse
 import sys
@@ -18,14 +18,31 @@ def main(argv=None):
     parser.add_argument(
         "--only",
         action="append",
-        metavar="TOPIC",
-        help="run only this topic (repeatable)",
+        metavar="PAGE",
+        help="run only this page's script (repeatable)",
     )
     parser.add_argument(
         "--out", type=Path, help="output folder (default docs/generated)"
     )
+    parser.add_argument(
+        "--jobs", type=int, help="pages run at once (default: cores)"
+    )
+    parser.add_argument(
+        "--watch",
+        action="store_true",
+        help="after building, rebuild what an edit affects, until stopped",
+    )
     args = parser.parse_args(argv)
-    failed = build(Project(out=args.out), force=args.force, only=args.only)
+    if args.watch:
+        from pipeline.watch import watch
+
+        return watch(Project(out=args.out), jobs=args.jobs)
+    failed = build(
+        Project(out=args.out),
+        force=args.force,
+        only=args.only,
+        jobs=args.jobs,
+    )
     if failed:
         print(f"generation failed: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -1,25 +1,41 @@
-"""Run the tasks that are not cached; report the ones that fail.
+"""Run the pages whose inputs changed, side by side; report failures.
 
-A task is a topic (``topics/__init__.py`` lists them) or a notebook
-(``topics/notebooks/*.py``). Topic files are read with ``ast`` for their
-DEPENDS, so a fully cached build imports none of them. Outputs are
-written only when their bytes change, so ``mkdocs serve`` (which watches
-docs/) does not rebuild forever. A failing topic fails the run: stale
-numbers are never published silently.
+One task per page notebook (compose.py finds them: a page with
+``mha_ref`` code or a page script). A task's inputs are found, never
+declared: its page script, the files its notebook carries (the
+``mha_ref`` modules it imports, followed import by import, and
+glue.py), the runner files below and the package versions. Tasks run
+in a pool of threads, one kernel each, up to the number of cores,
+longest first (by the time each took last). Outputs are written only
+when their bytes change, so ``mkdocs serve`` (which watches docs/) does
+not rebuild forever. A failing page fails the run: stale numbers are
+never published silently.
 """
 
-import ast
-import glob
-import importlib.util
+import os
 import time
 import traceback
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import cache, compose, figures, output
-from pipeline.notebooks import NOTEBOOK_PACKAGES, run_notebook
+from pipeline import cache, compose
 
 ROOT = Path(__file__).resolve().parent.parent
+# The code that turns a page script into its outputs: in every key.
+RUNNERS = (
+    "pipeline/notebooks.py",
+    "pipeline/notebook_page.py",
+    "pipeline/compose.py",
+    "pipeline/collect.py",
+    "pipeline/output.py",
+)
+PACKAGES = cache.PACKAGES + (
+    "jupytext",
+    "nbclient",
+    "nbformat",
+    "ipykernel",
+)
 
 
 @dataclass
@@ -39,147 +55,113 @@ class Project:
 
 @dataclass
 class Task:
-    name: str
-    source: Path  # reported when the task fails
+    name: str  # the page: docs/<name>.md
+    source: Path  # its script, or its page: named when it fails
+    recipe: dict
     inputs: list = field(default_factory=list)  # files hashed into the key
-    packages: tuple = cache.PACKAGES
-    kind: str = "topic"  # or "notebook"
-    error: str | None = None  # a discovery error: the task fails
-    recipe: dict | None = None  # a notebook's recipe (compose.py): keyed
-
-
-def _literal(path, name, default):
-    """The literal value assigned to ``name`` at the top of ``path``."""
-    for node in ast.parse(path.read_bytes()).body:
-        if isinstance(node, ast.Assign) and any(
-            isinstance(t, ast.Name) and t.id == name for t in node.targets
-        ):
-            return ast.literal_eval(node.value)
-    return default
-
-
-def _resolve(project, patterns):
-    if not isinstance(patterns, list | tuple) or not all(
-        isinstance(p, str) for p in patterns
-    ):
-        raise TypeError(f"DEPENDS must be a list of paths, not {patterns!r}")
-    files = set()
-    for pattern in patterns:
-        matches = glob.glob(pattern, root_dir=project.root, recursive=True)
-        if not matches:
-            raise ValueError(f"DEPENDS entry {pattern!r} matches no file")
-        files.update(project.root / m for m in matches)
-    return sorted(f for f in files if f.is_file())
+    packages: tuple = PACKAGES
 
 
 def discover(project):
-    """The topic and notebook tasks of ``project``, in a stable order."""
-    topics = project.root / "topics"
-    names = _literal(topics / "__init__.py", "TOPICS", [])
-    shared = [Path(m.__file__).resolve() for m in (output, figures)]
+    """The page tasks of ``project``, in a stable order."""
     tasks = []
-    for name in names:
-        task = Task(name, topics / f"{name}.py")
-        try:
-            depends = _literal(task.source, "DEPENDS", ["mha_ref/*.py"])
-            task.inputs = [
-                task.source,
-                *shared,
-                *_resolve(project, depends),
-            ]
-        except (OSError, SyntaxError, ValueError, TypeError) as exc:
-            task.error = f"{type(exc).__name__}: {exc}"
-        tasks.append(task)
-    runners = [
-        project.root / "pipeline/notebooks.py",
-        project.root / "pipeline/notebook_page.py",
-        project.root / "pipeline/compose.py",
-    ]
-    # one notebook per page that shows mha_ref code, plus its script in
-    # topics/notebooks/<page>.py if any (pipeline/compose.py)
     for name, recipe in compose.page_notebooks(project.root).items():
-        script = recipe["script"] and project.root / recipe["script"]
-        source = project.root / (recipe["page"] or recipe["script"])
-        inputs = [*runners, *_resolve(project, ["mha_ref/*.py"])]
-        packages = cache.PACKAGES + NOTEBOOK_PACKAGES
-        task = Task(f"notebooks/{name}", source, inputs, packages, "notebook")
-        task.inputs += [script] if script else []
-        task.recipe = recipe
-        tasks.append(task)
+        source = project.root / (recipe["script"] or recipe["page"])
+        files = [project.root / f for f in recipe["files"]]
+        if recipe["script"]:
+            files.insert(0, project.root / recipe["script"])
+        runners = [project.root / r for r in RUNNERS]
+        tasks.append(Task(name, source, recipe, runners + files))
     return tasks
 
 
-def run_topic(task, project, written):
-    """Import the topic's file afresh, compute, render, write its data."""
-    spec = importlib.util.spec_from_file_location(
-        f"topics.{task.name}", task.source
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    data = module.compute()
-    if not isinstance(data, dict):
-        raise TypeError(f"{task.name}.compute() must return a dict")
-    data = output.plain(data)  # render sees what the pages will see
-    out = output.Output(project.out, data, written)
-    if hasattr(module, "render"):
-        module.render(data, out)
-    out.data_file(task.name)
+def stale(project, tasks=None):
+    """The names of the tasks whose key or outputs changed."""
+    tasks = discover(project) if tasks is None else tasks
+    return [
+        t.name
+        for t in tasks
+        if not cache.is_fresh(
+            project,
+            cache.read_record(project, t.name),
+            cache.task_key(project, t),
+        )
+    ]
 
 
-def build(project=None, force=False, only=None, say=print):
-    """Run every task that is not cached; return the names that failed."""
+def run_task(task, project):
+    """Execute one page's notebook; record its key last. Returns seconds."""
+    from pipeline.notebooks import run_notebook
+
+    key = cache.task_key(project, task)
+    record = cache.read_record(project, task.name)
+    same_out = record and record.get("out") == str(project.out)
+    old = record.get("outputs", {}) if same_out else {}
+    cache.write_record(project, task.name, None, old)  # no key yet
+    began = time.perf_counter()
+    written = []
+    try:
+        run_notebook(task, project, written)
+    finally:  # on failure too: the record lists what was written
+        outputs = {
+            r: cache.sha256(project.out / r)
+            for r in written
+            if (project.out / r).is_file()
+        }
+        cache.write_record(project, task.name, None, outputs)
+    took = time.perf_counter() - began
+    cache.remove_outputs(project, set(old) - set(written))
+    cache.write_record(project, task.name, key, outputs, took)  # last
+    return took
+
+
+def build(project=None, force=False, only=None, jobs=None, say=print):
+    """Run every page that is not cached; return the names that failed."""
     project = project or Project()
-    tasks = discover(project)
+    try:
+        tasks = discover(project)
+    except ValueError as exc:
+        say(f"  FAILED {exc}")
+        return ["discovery"]
     if only:
         unknown = sorted(set(only) - {t.name for t in tasks})
         if unknown:
             known = ", ".join(t.name for t in tasks)
-            say(f"unknown topic(s) {unknown}; known: {known}")
+            say(f"unknown page(s) {unknown}; pages with notebooks: {known}")
             return unknown
         tasks = [t for t in tasks if t.name in only]
     else:
         cache.remove_orphans(project, {t.name for t in tasks}, say)
-    width = max(14, *(len(t.name) for t in tasks))
-    owner, failed, ran = {}, [], 0
-    start = time.perf_counter()
+    old = set(stale(project, tasks))
+    todo = [t for t in tasks if force or t.name in old]
     for task in tasks:
-        try:
-            if task.error:
-                raise RuntimeError(task.error)
-            key = cache.task_key(project, task)
-            record = cache.read_record(project, task.name)
-            if not force and cache.is_fresh(project, record, key):
-                _claim(owner, task.name, record["outputs"])
-                say(f"  cached {task.name}")
-                continue
-            began = time.perf_counter()
-            same_out = record and record.get("out") == str(project.out)
-            old = record.get("outputs", {}) if same_out else {}
-            cache.write_record(project, task.name, None, old)  # no key yet
-            written = []
+        if task not in todo:
+            say(f"  cached {task.name}")
+    # longest first, so the slowest page starts at once, beside the rest
+    todo.sort(key=lambda t: -cache.last_seconds(project, t.name))
+    width = max(14, *(len(t.name) for t in tasks))
+    failed, start = [], time.perf_counter()
+    jobs = jobs or os.cpu_count() or 1
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [(t, pool.submit(run_task, t, project)) for t in todo]
+        for task, future in futures:
             try:
-                runner = run_notebook if task.kind == "notebook" else run_topic
-                runner(task, project, written)
-                _claim(owner, task.name, written)
-            finally:  # on failure too: the record lists what was written
-                outputs = {
-                    r: cache.sha256(project.out / r)
-                    for r in written
-                    if (project.out / r).is_file()
-                }
-                cache.write_record(project, task.name, None, outputs)
-            cache.remove_outputs(project, set(old) - set(written) - set(owner))
-            cache.write_record(project, task.name, key, outputs)  # last
-            ran += 1
-            took = time.perf_counter() - began
-            say(f"  ran    {task.name:<{width}} {took:5.2f} s")
-        except Exception:
-            say(traceback.format_exc().rstrip())
-            source = cache.relative(project, task.source)
-            say(f"  FAILED {task.name:<{width}} ({source})")
-            failed.append(task.name)
+                took = future.result()
+                say(f"  ran    {task.name:<{width}} {took:5.2f} s")
+            except Exception as exc:
+                say(_explain(exc))
+                source = cache.relative(project, task.source)
+                say(f"  FAILED {task.name:<{width}} ({source})")
+                failed.append(task.name)
+    if not failed:
+        try:
+            _check_owners(tasks, project)
+        except ValueError as exc:
+            say(f"  FAILED {exc}")
+            failed.append("outputs")
     total = time.perf_counter() - start
-    cached = len(tasks) - ran - len(failed)
+    ran = len(todo) - len(failed)
+    cached = len(tasks) - len(todo)
     say(
         f"  total  {'':<{width}} {total:5.2f} s "
         f"({ran} ran, {cached} cached, {len(failed)} failed)"
@@ -187,8 +169,22 @@ def build(project=None, force=False, only=None, say=print):
     return failed
 
 
-def _claim(owner, name, relatives):
-    for relative in relatives:
-        other = owner.setdefault(relative, name)
-        if other != name:
-            raise ValueError(f"{relative} is written by {other} and {name}")
+def _explain(exc):
+    """A failed cell as nbclient tells it (its source and the error);
+    anything else with its traceback."""
+    if type(exc).__name__ == "CellExecutionError":
+        return str(exc).rstrip()
+    return "".join(traceback.format_exception(exc)).rstrip()
+
+
+def _check_owners(tasks, project):
+    """No two pages write the same output (a figure name, say)."""
+    owner = {}
+    for task in tasks:
+        record = cache.read_record(project, task.name) or {}
+        for relative in record.get("outputs", {}):
+            other = owner.setdefault(relative, task.name)
+            if other != task.name:
+                raise ValueError(
+                    f"{relative} is written by {other} and {task.name}"
+                )

@@ -1,8 +1,8 @@
-"""The generation cache: task keys, records and freshness.
+"""The generation cache: page keys, records and freshness.
 
-A task's key is the sha256 of its input files (its own source,
-pipeline/output.py and figures.py, its DEPENDS files), the
-numpy/torch/matplotlib versions, the Python version, the platform and a
+A page's key is the sha256 of its input files (its script, the files its
+notebook carries, the runner files; pipeline/build.py finds them), its
+recipe (the sections it shows), the package versions, the Python version, the platform and a
 device fingerprint (CUDA_VISIBLE_DEVICES and the GPUs the NVIDIA driver
 lists; torch is not imported for it). The key and the sha256 of each
 output go to ``.cache/generated/<task>.json``, written
@@ -23,7 +23,7 @@ from pathlib import Path
 
 from pipeline.output import atomic_write
 
-KEY_VERSION = "mha-ref generated v1"  # bump when outputs change meaning
+KEY_VERSION = "mha-ref generated v2"  # bump when outputs change meaning
 PACKAGES = ("numpy", "torch", "matplotlib")  # versions in every key
 
 
@@ -102,12 +102,19 @@ def read_record(project, name):
         return None
 
 
-def write_record(project, name, key, outputs):
+def write_record(project, name, key, outputs, seconds=None):
     record = {"key": key, "out": str(project.out), "outputs": outputs}
+    if seconds is not None:  # how long it ran: the longest start first
+        record["seconds"] = round(seconds, 1)
     atomic_write(
         _record_path(project, name),
         json.dumps(record, sort_keys=True, indent=1) + "\n",
     )
+
+
+def last_seconds(project, name):
+    """How long the page took when it last ran (0 if never)."""
+    return (read_record(project, name) or {}).get("seconds", 0.0)
 
 
 def is_fresh(project, record, key):
@@ -140,4 +147,4 @@ def remove_orphans(project, names, say):
         if record.get("out") == str(project.out):
             remove_outputs(project, record.get("outputs", {}))
         path.unlink()
-        say(f"  removed outputs of {name} (no such topic)")
+        say(f"  removed outputs of {name} (no such page)")

@@ -1,32 +1,37 @@
-"""Compose each page's notebook from the code the page shows.
+"""Compose each page's notebook: its code, then its page script.
 
 Every page ``docs/<name>.md`` that includes an ``mha_ref`` section
-(``--8<-- "mha_ref/file.py:section"``) gets ``notebooks/<name>.ipynb``:
+(``--8<-- "mha_ref/file.py:section"``) or has a page script
+``notebooks/<name>.py`` gets ``notebooks/<name>.ipynb``:
 
-1. a title and a note linking back to the page;
+1. a title and a note linking back to the page (an absolute URL from the
+   site URL, so the link works on Colab and in a download);
 2. one setup cell (the ``%%section`` cell magic, below), then one
-   ``%%writefile`` cell per ``mha_ref`` file the notebook needs: the files
-   the sections come from, the files ``topics/notebooks/<name>.py`` imports,
-   and every ``mha_ref`` module those import, copied verbatim. These are
-   tagged ``carry``: the site hides them (mkdocs.yml), the download keeps
-   them, so the notebook runs without the repository;
+   ``%%writefile`` cell per file the notebook carries: the ``mha_ref``
+   files the sections come from, those the page script imports, every
+   ``mha_ref`` module those import, and ``glue.py`` for a page script,
+   copied verbatim. These are tagged ``carry``: the site hides them
+   (mkdocs.yml), the download keeps them, so the notebook runs without
+   the repository. The same list is the page's dependencies: nothing is
+   declared by hand;
 3. the page's sections in page order, under the page's headings, each in
    a ``%%section mha_ref/file.py name`` cell whose body is exactly what
    the page shows (pymdownx.snippets extracts it, as MkDocs does). Run
    unchanged, the cell does nothing; edited, it writes the new section
    into its file and reloads the module, so later cells use the edit;
-4. the cells of ``topics/notebooks/<name>.py`` (jupytext percent format),
-   if that file exists: the page's experiments, appended.
+4. the cells of the page script (jupytext percent format): the run that
+   computes every number, table and figure the page shows, each named
+   with ``glue`` (notebooks/glue.py).
 
-A script in ``topics/notebooks/`` without a page of that name makes a
-notebook of its own (title and setup, then its cells). The recipe (page
-title, headings, sections, files) is plain data; build.py hashes it into
-the task's key, so editing the prose of a page does not rerun its
-notebook, but moving, adding or removing a section does.
+The recipe (page title, headings, sections, files) is plain data;
+build.py hashes it into the page's key, so editing the prose of a page
+does not rerun its notebook, but moving, adding or removing a section
+does.
 """
 
 import ast
 import functools
+import os
 import re
 from pathlib import Path
 
@@ -39,6 +44,17 @@ HEADING = re.compile(r"^(#{1,3})\s+(.*?)\s*(\{[^}]*\})?\s*$")
 TAB = re.compile(r'^===\+?\s+"(.+)"\s*$')
 FENCE = re.compile(r"^\s*(```|~~~)")
 CARRY_TAG = "carry"
+SCRIPTS = "notebooks"  # the page scripts, and glue.py beside them
+GLUE = f"{SCRIPTS}/glue.py"
+INIT = "mha_ref/__init__.py"
+# The URL the site is built for (mkdocs.yml reads the same variable).
+DEFAULT_SITE_URL = "http://127.0.0.1:8000/"
+
+
+def site_url():
+    url = os.environ.get("MHA_REF_SITE_URL") or DEFAULT_SITE_URL
+    return url if url.endswith("/") else url + "/"
+
 
 SETUP = '''\
 # Run this cell first. It makes the folder mha_ref/ (the next cells write
@@ -88,27 +104,41 @@ def section(line, cell):
 '''
 
 
-def page_notebooks(root):
-    """{name: recipe} for each page with code or notebook script."""
+def page_scripts(root):
+    """{page name: script path} for every ``notebooks/<page>.py``."""
     root = Path(root)
+    scripts = sorted((root / SCRIPTS).glob("*.py"))
+    return {p.stem: p for p in scripts if p.name != Path(GLUE).name}
+
+
+def page_notebooks(root):
+    """{name: recipe} for each page with code or a page script.
+
+    A page script without a page of its name raises ValueError: its
+    numbers would have nowhere to go.
+    """
+    root = Path(root)
+    scripts = page_scripts(root)
     recipes = {}
     for page in sorted((root / "docs").glob("*.md")):
         blocks, title = page_blocks(page.read_text(encoding="utf-8"))
-        if blocks:
+        script = scripts.pop(page.stem, None)
+        if blocks or script:
+            url = "" if page.stem == "index" else f"{page.stem}/"
             recipes[page.stem] = {
                 "page": f"docs/{page.name}",
-                "url": "" if page.stem == "index" else f"{page.stem}/",
+                "url": site_url() + url,
                 "title": title or page.stem,
                 "blocks": blocks,
+                "script": script and script.relative_to(root).as_posix(),
             }
-    for script in sorted((root / "topics/notebooks").glob("*.py")):
-        recipe = recipes.setdefault(
-            script.stem, {"page": None, "url": None, "blocks": []}
+    if scripts:
+        names = ", ".join(f"{SCRIPTS}/{n}.py" for n in sorted(scripts))
+        raise ValueError(
+            f"{names}: no page of that name in docs/ (a page script is "
+            "named after its page: notebooks/NAME.py for docs/NAME.md)"
         )
-        recipe.setdefault("title", script.stem)
-        recipe["script"] = script.relative_to(root).as_posix()
     for recipe in recipes.values():
-        recipe.setdefault("script", None)
         recipe["files"] = carried_files(root, recipe)
     return recipes
 
@@ -201,7 +231,26 @@ def carried_files(root, recipe):
             continue  # a name imported from a module, not a module
         seen.add(name)
         todo |= _mha_imports(path.read_text("utf-8")) - seen
-    return ["mha_ref/__init__.py"] + [f"mha_ref/{n}.py" for n in sorted(seen)]
+    modules = [f"mha_ref/{n}.py" for n in sorted(seen)]
+    files = [INIT, *modules] if modules else []
+    if recipe.get("script"):
+        script = (root / recipe["script"]).read_text("utf-8")
+        files += [GLUE, *_named_files(root, script)]
+    return files
+
+
+def _named_files(root, source):
+    """Repository files a script names by a string literal of their path
+    (the committed benchmark report, say): carried with the notebook."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        value = getattr(node, "value", None)
+        if isinstance(node, ast.Constant) and isinstance(value, str):
+            if "/" in value and "\n" not in value and len(value) < 200:
+                path = Path(root, value)
+                if path.is_file() and not value.startswith("mha_ref/"):
+                    found.add(value)
+    return sorted(found)
 
 
 def _snippet(root, block):
@@ -229,21 +278,31 @@ def compose(root, name, recipe):
 
     root = Path(root)
     cells = [v4.new_markdown_cell(_intro(recipe))]
-    sources = [SETUP.rstrip("\n")]
+    # the setup cell (mha_ref/, %%section) only where there is mha_ref
+    sources = [SETUP.rstrip("\n")] if recipe["files"][:1] == [INIT] else []
     for path in recipe["files"]:
         text = (root / path).read_text("utf-8").rstrip("\n")
-        sources.append(f"%%writefile {path}\n{text}")
+        target = Path(path).name if path == GLUE else path  # glue.py
+        folder = Path(target).parent.as_posix()
+        if folder not in (".", "mha_ref"):  # mha_ref/: the setup cell
+            sources.append(
+                f"Path({folder!r}).mkdir(parents=True, exist_ok=True)"
+            )
+        sources.append(f"%%writefile {target}\n{text}")
     for source in sources:  # hidden on the site, kept in the download
         cell = v4.new_code_cell(source)
         cell.metadata["tags"] = [CARRY_TAG]
         cell.metadata["jupyter"] = {"source_hidden": True}
         cells.append(cell)
-    modules = [Path(f).stem for f in recipe["files"][1:]]
-    cells.append(
-        v4.new_code_cell(
-            f"from mha_ref import {', '.join(modules)}  # the files above"
+    modules = [  # not glue.py, nor a named file (bench/report.json)
+        Path(f).stem for f in recipe["files"][1:] if f.startswith("mha_ref/")
+    ]
+    if modules:
+        cells.append(
+            v4.new_code_cell(
+                f"from mha_ref import {', '.join(modules)}  # the files above"
+            )
         )
-    )
     heading, shown = None, set()
     for block in recipe["blocks"]:
         key = (block["file"], block["section"])
@@ -272,20 +331,27 @@ def compose(root, name, recipe):
 
 
 def _intro(recipe):
-    files = ", ".join(f"`{Path(f).name}`" for f in recipe["files"])
+    mha = [f for f in recipe["files"] if f.startswith("mha_ref/")]
+    other = [f for f in recipe["files"] if f not in mha]
+    carried = [f"`{Path(f).name}`" for f in mha] + [f"`{f}`" for f in other]
     lines = [f"# Notebook: {recipe['title']}", ""]
-    if recipe["page"]:
+    if recipe.get("script"):
         lines += [
-            f"The code of [the page]({'../../../' + recipe['url']}), "
-            "to run and change.",
+            f"The code of [the page]({recipe['url']}), to run and change, "
+            "and the run that computed every number, table and figure the "
+            "page shows: a cell whose output starts with `glue: NAME` "
+            "produced what the page shows under that name.",
             "",
         ]
+    else:
+        lines += [f"The code of [the page]({recipe['url']}).", ""]
     lines += [
         "It needs numpy, torch and matplotlib, nothing else: its first "
-        "cells define `%%section` (below) and write the `mha_ref` files it "
-        f"uses ({files}) into a folder `mha_ref/` next to the notebook, "
-        "copied from the repository when this notebook was built. The site "
-        "hides those cells; the download has them. Run them first.",
+        f"cells write the files it uses ({', '.join(carried)}) next to "
+        "the notebook (`mha_ref/` for the reference code; `glue.py` names "
+        "what the page shows), copied from the repository when this "
+        "notebook was built. The site hides those cells; the download has "
+        "them. Run them first.",
     ]
     if recipe["blocks"]:
         lines += [

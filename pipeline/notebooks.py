@@ -1,15 +1,15 @@
-"""Execute each page's notebook into an .ipynb whose bytes reproduce.
+"""Execute each page's notebook; write it and what it glued.
 
-Each page's notebook, composed by compose.py (its sections, the mha_ref
-files they need, and ``topics/notebooks/<name>.py`` if any), is executed
-with nbclient in an empty folder, by a kernel that cannot import the
-repository (standalone_kernel_argv), into ``notebooks/<name>.ipynb``
-(and its Markdown page, notebook_page.py), cached like a topic on its
-recipe, its script, these files and mha_ref (pipeline/build.py); a
-failing cell fails the build. Volatile metadata (timings, kernel
-versions, random cell ids) is stripped so the bytes reproduce. jupytext
-and nbclient are imported only when a notebook runs, so a cached build
-never loads them.
+Each page's notebook, composed by compose.py (its sections, the files it
+carries, and its page script ``notebooks/<name>.py`` if any), is
+executed with nbclient in an empty folder, by a kernel that cannot
+import the repository (standalone_kernel_argv) and uses one thread, into
+``notebooks/<name>.ipynb`` (and its Markdown page, notebook_page.py);
+what its cells glued becomes the page's data, tables, figures and
+exports (collect.py). A failing cell fails the build. Volatile metadata
+(timings, kernel versions, random cell ids) is stripped so the bytes
+reproduce. jupytext and nbclient are imported only when a notebook runs,
+so a cached build never loads them.
 """
 
 import json
@@ -17,12 +17,16 @@ import os
 import tempfile
 from pathlib import Path
 
+from pipeline.collect import write_outputs
 from pipeline.notebook_page import notebook_markdown
 from pipeline.output import atomic_write
 
-# Their versions go into a notebook's key, with the topics' packages.
+# Their versions go into a page's key, with numpy, torch and matplotlib.
 NOTEBOOK_PACKAGES = ("jupytext", "nbclient", "nbformat", "ipykernel")
 NOTEBOOK_TIMEOUT_S = 300  # per cell
+# One thread per kernel: pages run side by side, one per core, and a
+# page's numbers do not depend on how many cores the machine has.
+KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 def run_notebook(task, project, written):
@@ -31,7 +35,8 @@ def run_notebook(task, project, written):
 
     from pipeline.compose import compose
 
-    nb = compose(project.root, Path(task.name).name, task.recipe)
+    name = task.name
+    nb = compose(project.root, name, task.recipe)
     _prepare(nb)
     # in an empty folder, by a kernel that cannot import the repository's
     # mha_ref: the notebook runs on what it carries, as a download does
@@ -39,8 +44,9 @@ def run_notebook(task, project, written):
         _execute(nb, cwd=folder)
     _check_sections(nb)
     _strip(nb)
+    write_outputs(nb, name, project.out, written)
     nbformat.validate(nb)
-    relative = f"notebooks/{Path(task.name).name}.ipynb"
+    relative = f"notebooks/{name}.ipynb"
     written.append(relative)
     atomic_write(project.out / relative, nbformat.writes(nb) + "\n")
     # the same notebook as a Markdown page, for Zensical (no nb plugin)
@@ -109,6 +115,7 @@ def _execute(nb, cwd):
                     "argv": standalone_kernel_argv(),
                     "display_name": "Python 3 (no repository)",
                     "language": "python",
+                    "env": KERNEL_ENV,
                 }
             )
         )

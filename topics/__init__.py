@@ -7,14 +7,6 @@ Add a topic by adding its file and its name here. Notebooks are every
 """
 
 TOPICS = [
-    "runtime",
-    "weighted_sum",
-    "attention_matrix",
-    "scaling",
-    "softmax_backward",
-    "multiple_heads",
-    "mistakes",
-    "parity",
     "cache_mask",
     "decoding",
     "grouped_heads",

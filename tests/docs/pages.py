@@ -39,15 +39,15 @@ RE_TEMPLATE = re.compile(r"<<.*?>>|<%.*?%>|<#.*?#>", re.S)
 # (listed in the message), never typed, or it keeps the old number when
 # the code changes. Values are read from the generated data.
 RESULTS = [
-    "weighted_sum.output",
+    "attention_matrix.weighted_sum.output",
     "softmax_backward.score_grad",
     "softmax_backward.naive_grad",
-    "mistakes.mask_demo.zeroed_after",
+    "pitfalls.mask_demo.zeroed_after",
     "cache_mask.aligned",
     "cache_mask.upper_left",
     "multiple_heads.total_params",
     "scaling.scaled_weights",
-    "parity.summary.sdpa",
+    "experiment.summary.sdpa",
 ]
 
 

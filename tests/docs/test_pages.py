@@ -94,7 +94,7 @@ def test_check_placeholders_reports_missing_value(repo):
     root = repo("""
         # Demo
 
-        The output is << weighted_sum.output | vec >>,
+        The output is << attention_matrix.weighted_sum.output | vec >>,
         the gradient << softmax_backward.no_such_key | vec >>.
         """)
     (problem,) = run(pages.check_placeholders, root)

@@ -1,104 +1,194 @@
-"""The generation step: outputs, cache, failures, reproducible bytes.
+"""The generation step: page scripts, glue, found dependencies, cache.
 
-Each test runs the real pipeline on a tiny project in tmp_path: two
-topics, one of which depends on a file of mha_ref/.
+The first tests run the real pipeline on a tiny project in tmp_path (two
+pages, two mha_ref files, the real glue.py): every kernel start costs a
+second or two, so they share one module-scoped project where they can.
+The last one computes the real repository's keys in a copy and shows an
+edit of one mha_ref file makes exactly the pages that carry it stale.
 """
 
+import json
+import shutil
 import textwrap
+from pathlib import Path
 
+import nbformat
 import pytest
 
-from pipeline.build import Project, build
+from pipeline import cache, compose
+from pipeline.build import Project, build, discover, stale
+from pipeline.collect import glued_names
 
-ALPHA = """
-DEPENDS = ["mha_ref/a.py"]
+ROOT = Path(__file__).resolve().parents[2]
+
+FILES = {
+    "docs/alpha.md": "# Alpha\n\n<< alpha.x | vec >>\n",
+    "docs/beta.md": "# Beta\n\n<< beta.y >>\n",
+    "mha_ref/__init__.py": '"""A tiny mha_ref."""\n',
+    "mha_ref/a.py": "from mha_ref import b\n\nA = b.B + 1\n",
+    "mha_ref/b.py": "B = 1\n",
+    "mha_ref/c.py": "C = 3\n",
+    "notebooks/alpha.py": """\
+        # %% [markdown]
+        # The line and the table the page shows.
+
+        # %%
+        import glue
+        from mha_ref import a
+
+        glue.value("x", [1.5, float(a.A)])
+        glue.value("nan", float("nan"))
+        glue.table("alpha", ["x"], [[1.5]])
 
 
-def compute():
-    return {"x": [1.5, 1.0], "nan": float("nan")}
+        def draw(fig, theme):
+            fig.subplots().plot([0, 1], color=theme.series[0])
 
 
-def render(data, out):
-    out.table("alpha", "| x |\\n| - |\\n| 1.5 |")
+        glue.figure("alpha-line", draw, alt="a line")
+        glue.export("alpha-weights", {"w": [0.25]})
+        """,
+    "notebooks/beta.py": """\
+        # %%
+        import glue
+        from mha_ref import c
 
-    def draw(fig, theme):
-        fig.subplots().plot(data["x"], color=theme.series[0])
-
-    out.figure("alpha-line", draw, alt="a line")
-"""
-BETA = """
-DEPENDS = []
-
-
-def compute():
-    return {"y": 2}
-"""
+        glue.value("y", c.C)
+        """,
+}
 
 
-@pytest.fixture
-def project(tmp_path):
-    files = {
-        "topics/__init__.py": 'TOPICS = ["alpha", "beta"]\n',
-        "topics/alpha.py": ALPHA,
-        "topics/beta.py": BETA,
-        "mha_ref/a.py": "A = 1\n",
-    }
-    for relative, text in files.items():
-        path = tmp_path / relative
+def make_project(root):
+    for relative, text in FILES.items():
+        path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
-    return Project(root=tmp_path)
+    shutil.copy(ROOT / "notebooks/glue.py", root / "notebooks/glue.py")
+    for runner in ("pipeline",):  # the runner files are part of each key
+        shutil.copytree(ROOT / runner, root / runner)
+    return Project(root=root)
 
 
 def run(project, **kwargs):
     log = []
     failed = build(project, say=log.append, **kwargs)
     ran = sorted(line.split()[1] for line in log if line.startswith("  ran"))
-    return failed, ran
+    return failed, ran, log
 
 
-def test_build_writes_data_tables_and_both_figures(project):
-    assert run(project) == ([], ["alpha", "beta"])
-    out = project.out
-    assert (out / "data/beta.json").read_text() == '{\n "y": 2\n}\n'
-    assert '"nan": "nan"' in (out / "data/alpha.json").read_text()
-    assert (out / "tables/alpha.md").read_text().endswith("| 1.5 |\n")
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The tiny project, generated once."""
+    project = make_project(tmp_path_factory.mktemp("pipeline"))
+    failed, ran, log = run(project)
+    assert failed == [], "\n".join(log)
+    assert ran == ["alpha", "beta"]
+    return project
+
+
+def test_build_writes_what_the_script_glued(built):
+    out = built.out
+    data = json.loads((out / "data/alpha.json").read_text())
+    assert data["x"] == [1.5, 2.0]  # a.A = b.B + 1
+    assert data["nan"] == "nan"  # JSON has no NaN
+    assert data["figures"]["alpha-line"]["alt"] == "a line"
+    assert (out / "tables/alpha.md").read_text().startswith("| x |")
     for scheme in ("light", "dark"):
-        svg = (out / f"figures/alpha-line-{scheme}.svg").read_text()
-        assert svg.startswith("<?xml")
+        assert (out / f"figures/alpha-line-{scheme}.svg").is_file()
+    assert json.loads((out / "exports/alpha-weights.json").read_text()) == {
+        "w": [0.25]
+    }
+    assert json.loads((out / "data/beta.json").read_text()) == {"y": 3}
 
 
-def test_build_reruns_only_what_changed(project):
-    run(project)
-    assert run(project) == ([], [])
-    (project.root / "mha_ref/a.py").write_text("A = 2\n")  # alpha's input
-    assert run(project) == ([], ["alpha"])
-    (project.root / "topics/beta.py").write_text(BETA + "# edit\n")
-    assert run(project) == ([], ["beta"])
-    (project.out / "tables/alpha.md").write_text("edited by hand\n")
-    assert run(project) == ([], ["alpha"])
+def test_notebook_names_each_output_and_links_its_page(built):
+    nb = nbformat.read(built.out / "notebooks/alpha.ipynb", as_version=4)
+    assert glued_names(nb) == {
+        "x": "value",
+        "nan": "value",
+        "alpha": "table",
+        "alpha-line": "figure",
+        "alpha-weights": "export",
+    }
+    shown = [
+        o.get("text", "") + o.get("data", {}).get("text/plain", "")
+        for c in nb.cells
+        for o in c.get("outputs", [])
+    ]
+    assert any(s.startswith("glue: x = [1.5, 2.0]") for s in shown)
+    assert "](http://127.0.0.1:8000/alpha/)" in nb.cells[0].source
+    # the dark SVG and the export's JSON are not in the download
+    saved = (built.out / "notebooks/alpha.ipynb").read_text()
+    assert '{"w":[0.25]}' not in saved
+    assert saved.count("<svg") == 1  # the light figure only
 
 
-def test_build_failure_is_reported_and_retried(project):
-    source = project.root / "topics/beta.py"
-    source.write_text(BETA.replace('{"y": 2}', "{1 / 0: 0}"))
-    assert run(project) == (["beta"], ["alpha"])
-    assert run(project) == (["beta"], [])  # no key was recorded
-    source.write_text(BETA)
-    assert run(project) == ([], ["beta"])
+def test_carried_files_are_found_import_by_import(built):
+    recipe = compose.page_notebooks(built.root)["alpha"]
+    assert recipe["files"] == [
+        "mha_ref/__init__.py",
+        "mha_ref/a.py",
+        "mha_ref/b.py",  # imported by a.py, not by the script
+        "notebooks/glue.py",
+    ]
 
 
-def test_build_removes_outputs_of_a_dropped_topic(project):
-    run(project)
-    (project.root / "topics/__init__.py").write_text('TOPICS = ["beta"]\n')
-    run(project)
-    assert sorted(p.name for p in project.out.rglob("*.*")) == ["beta.json"]
+def test_second_build_is_cached(built):
+    assert run(built)[:2] == ([], [])
 
 
-def test_build_bytes_reproduce(project, tmp_path):
-    run(project)
-    again = Project(root=project.root, out=tmp_path / "again")
-    run(again, force=True)
-    for path in project.out.rglob("*.*"):
-        relative = path.relative_to(project.out)
-        assert (again.out / relative).read_bytes() == path.read_bytes()
+def test_edit_reruns_exactly_the_pages_that_carry_it(built):
+    b = built.root / "mha_ref/b.py"
+    b.write_text("B = 10\n")
+    assert run(built)[:2] == ([], ["alpha"])
+    data = json.loads((built.out / "data/alpha.json").read_text())
+    assert data["x"] == [1.5, 11.0]
+    (built.root / "mha_ref/c.py").write_text("C = 4\n")
+    (built.root / "notebooks/glue.py").touch()  # same bytes: no rerun
+    assert run(built)[:2] == ([], ["beta"])
+
+
+def test_failing_script_fails_and_names_the_page(tmp_path):
+    project = make_project(tmp_path)
+    script = project.root / "notebooks/beta.py"
+    script.write_text("# %%\nraise ValueError('broken on purpose')\n")
+    failed, _, log = run(project, only=["beta"])
+    assert failed == ["beta"]
+    assert "broken on purpose" in "\n".join(log)
+    assert "FAILED beta" in "\n".join(log)
+    assert not (project.out / "data/beta.json").exists()
+
+
+def test_script_without_a_page_is_refused(tmp_path):
+    project = make_project(tmp_path)
+    (project.root / "notebooks/gamma.py").write_text("# %%\n")
+    failed, _, log = run(project)
+    assert failed == ["discovery"]
+    assert "notebooks/gamma.py: no page of that name" in "\n".join(log)
+
+
+def test_repository_edit_makes_exactly_its_carriers_stale(tmp_path):
+    """On a copy of the real tree: keys only, nothing executed."""
+    root = tmp_path / "repo"
+    for folder in ("docs", "mha_ref", "notebooks", "pipeline", "bench"):
+        shutil.copytree(
+            ROOT / folder,
+            root / folder,
+            ignore=shutil.ignore_patterns("generated", "__pycache__"),
+        )
+    project = Project(root=root)
+    tasks = discover(project)
+    before = {t.name: t for t in tasks}
+    for task in tasks:  # pretend every page was just generated
+        cache.write_record(
+            project, task.name, cache.task_key(project, task), {}
+        )
+    assert stale(project) == []
+    edited = "mha_ref/kv_cache.py"
+    path = root / edited
+    path.write_text(path.read_text() + "\n# an edit\n")
+    carriers = sorted(
+        n for n, t in before.items() if edited in t.recipe["files"]
+    )
+    assert carriers, f"no page carries {edited}"
+    assert sorted(stale(project)) == carriers

@@ -1,55 +1,28 @@
-"""The repository setting: links with it, no broken links without it.
+"""The repository setting: no broken links without it, links with it.
 
-Builds the site twice into temporary folders (strict, then the
-post-build step), without and with
-MHA_REF_REPO_URL, and reads the HTML: each page with a notebook offers
-it (open, download, Colab only with the setting), every relative link
-of that offer and of the notebook pages' buttons reaches a built file,
-the edit links point at main's docs/ sources (none on generated pages),
-and without the setting no repository, edit or Colab link appears.
-Needs `make generate` first; slow (two builds).
-
-    .venv/bin/python -m pytest tests/notebooks/test_site_links.py
+Reads the site that `make site` built (site/, without MHA_REF_REPO_URL,
+as `make test` builds it; no build of its own): each page with a
+notebook offers it (open, download, no Colab), every relative link of
+that offer and of the notebook pages' buttons reaches a built file, and
+no repository, edit or Colab link appears. What the setting adds (the
+Colab prefix, the notebook line's Colab link, the edit links on main)
+is checked on the functions that make it, without a second build.
 """
 
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 from urllib.parse import urljoin, urlsplit
 
 import pytest
+
+from pipeline.postbuild import notebook_line
 
 REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "docs" / "generated" / "notebooks"
 REPO_URL = "https://github.com/example/mha-ref"
 COLAB = "https://colab.research.google.com/github/example/mha-ref/blob/"
-
-
-def _build(out, repo_url):
-    env = {k: v for k, v in os.environ.items() if k != "MHA_REF_REPO_URL"}
-    env["NO_MKDOCS_2_WARNING"] = "1"
-    if repo_url:
-        env["MHA_REF_REPO_URL"] = repo_url
-    run = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-d", out],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    # the notebook line is added after the engine, as make site does
-    run = subprocess.run(
-        [sys.executable, "-m", "pipeline.postbuild", str(out)],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    return Path(out)
 
 
 @pytest.fixture(scope="module")
@@ -61,13 +34,13 @@ def names():
 
 
 @pytest.fixture(scope="module")
-def plain(tmp_path_factory):
-    return _build(tmp_path_factory.mktemp("plain"), None)
-
-
-@pytest.fixture(scope="module")
-def with_repo(tmp_path_factory):
-    return _build(tmp_path_factory.mktemp("repo"), REPO_URL)
+def plain():
+    site = REPO / "site"
+    if not (site / "index.html").is_file():
+        pytest.fail("no site/: run `make site` first")
+    if "MHA_REF_REPO_URL" in os.environ:
+        pytest.skip("site/ was built with MHA_REF_REPO_URL set")
+    return site
 
 
 def _hrefs(html):
@@ -114,27 +87,31 @@ def test_site_has_no_repository_links_without_setting(plain):
             assert bad not in html, f"{page.relative_to(plain)}: {bad}"
 
 
-def test_notebook_pages_buttons_resolve(plain, with_repo, names):
-    for site in (plain, with_repo):
-        for name in names:
-            page = f"generated/notebooks/{name}/"
-            html = (site / page / "index.html").read_text("utf-8")
-            assert f'href="{name}.ipynb" download' in html, name
-            assert _reaches(site, page, f"{name}.ipynb")
-            colab = f"{COLAB}notebooks/{name}.ipynb"
-            assert (colab in html) == (site == with_repo), (name, site)
-
-
-def test_repository_setting_gives_repo_edit_and_colab_links(with_repo, names):
+def test_notebook_pages_buttons_resolve(plain, names):
     for name in names:
-        if not (REPO / "docs" / f"{name}.md").is_file():
-            continue
-        html, line = _offer(with_repo, name)
-        assert f"{COLAB}notebooks/{name}.ipynb" in _hrefs(line), line
-        edit = f"{REPO_URL}/edit/main/docs/{name}.md"
-        assert f'href="{edit}"' in html, name
-        assert f'href="{REPO_URL}"' in html  # the header's repo link
-        notebook = (
-            with_repo / "generated/notebooks" / name / "index.html"
-        ).read_text("utf-8")
-        assert 'rel="edit"' not in notebook, name  # not a file on main
+        page = f"generated/notebooks/{name}/"
+        html = (plain / page / "index.html").read_text("utf-8")
+        assert f'href="{name}.ipynb" download' in html, name
+        assert _reaches(plain, page, f"{name}.ipynb")
+        assert "colab.research.google.com" not in html, name
+
+
+def test_repository_setting_gives_edit_and_colab_links():
+    import macros
+
+    line = notebook_line("scaling", REPO_URL)
+    assert f'href="{COLAB}notebooks/scaling.ipynb"' in line
+    assert "colab" not in notebook_line("scaling", None)
+    env = SimpleNamespace(
+        conf={"repo_url": REPO_URL, "extra": {}, "docs_dir": "docs"},
+        variables={},
+        filter=lambda f: None,
+        macro=lambda f, name=None: None,
+    )
+    macros.define_env(env)
+    assert env.conf["edit_uri"] == "edit/main/docs/"  # branch main
+    assert env.conf["extra"]["colab_base"] == f"{COLAB}notebooks/"
+    env.conf.update(repo_url=None, extra={})
+    macros.define_env(env)
+    assert env.conf["edit_uri"] is None  # no relative edit links
+    assert env.conf["extra"]["colab_base"] is None

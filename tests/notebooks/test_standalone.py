@@ -1,19 +1,15 @@
 """Each downloadable notebook runs alone, as a reader's copy does.
 
-Every docs/generated/notebooks/<page>.ipynb (written by `make generate`,
-one per page that shows mha_ref code: pipeline/compose.py) is copied into
-an empty temporary folder and executed there by nbclient with a kernel
-started in that folder, with no PYTHONPATH and no site hooks (so not the
-editable install's finder): only numpy, torch, matplotlib and ipykernel
-from site-packages. A first cell proves the repository's mha_ref cannot
-be imported; a last cell proves the mha_ref the notebook used is the
-copy it wrote into that folder. Slow (a kernel per notebook): not in
-`make fast`; `make test` runs it.
-
-    .venv/bin/python -m pytest tests/notebooks/test_standalone.py
+The generation step executes every docs/generated/notebooks/<page>.ipynb
+once, in an empty folder, with a kernel that cannot import the
+repository (pipeline/notebooks.py, standalone_kernel_argv); the numbers
+the page shows come from that run. These tests do not run the notebooks
+again: one shows that kernel really is cut off from the repository (a
+notebook of two cells, run as the generation runs one), the others that
+every generated notebook ran every cell, without an error, on the
+mha_ref files it carries.
 """
 
-import shutil
 import sys
 from pathlib import Path
 
@@ -66,21 +62,46 @@ def test_notebooks_one_per_page_with_code():
     )
 
 
+def test_generation_kernel_cannot_import_the_repository(tmp_path):
+    """The kernel the generation uses, on a notebook that carries a tiny
+    mha_ref of its own: it sees that one, never the repository's."""
+    notebook = "demo.ipynb"
+    (tmp_path / notebook).write_text("{}")
+    carry = (
+        "from pathlib import Path\n"
+        "Path('mha_ref').mkdir()\n"
+        "Path('mha_ref/__init__.py').write_text('MINE = True\\n')"
+    )
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell(BEFORE.replace("NOTEBOOK", repr(notebook))),
+        nbformat.v4.new_code_cell(carry + "\nimport mha_ref\nmha_ref.MINE"),
+        nbformat.v4.new_code_cell(AFTER),
+    ]
+    _execute(nb, cwd=tmp_path)  # CellExecutionError names the cell
+    assert nb.cells[0].outputs[0]["text"].startswith("no mha_ref before")
+    shown = nb.cells[2].outputs[0]["text"]
+    assert shown.startswith(f"mha_ref from {tmp_path.resolve()}"), shown
+
+
 @pytest.mark.parametrize("name", _names() or [None])
-def test_notebook_runs_without_repository(name, tmp_path):
+def test_notebook_ran_every_cell_on_what_it_carries(name):
     if name is None:
         pytest.fail("no notebooks in docs/generated: run `make generate`")
-    copy = tmp_path / f"{name}.ipynb"
-    shutil.copyfile(NOTEBOOKS / copy.name, copy)
-    nb = nbformat.read(copy, as_version=4)
-    source = BEFORE.replace("NOTEBOOK", repr(copy.name))
-    nb.cells.insert(0, nbformat.v4.new_code_cell(source))
-    nb.cells.append(nbformat.v4.new_code_cell(AFTER))
-    for cell in nb.cells:
-        if cell.cell_type == "code":
-            cell.outputs = []  # the outputs below are this run's
-    _execute(nb, cwd=tmp_path)  # CellExecutionError names the cell
-    first, last = nb.cells[0].outputs, nb.cells[-1].outputs
-    assert first[0]["text"].startswith("no mha_ref before"), first
-    assert last[0]["text"].startswith(f"mha_ref from {tmp_path.resolve()}")
-    assert (tmp_path / "mha_ref" / "__init__.py").is_file()
+    nb = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert code, f"{name}: no code cells"
+    for index, cell in enumerate(code):
+        assert cell.execution_count == index + 1, (
+            f"{name}: code cell {index} did not run in order"
+        )
+        errors = [o for o in cell.outputs if o.output_type == "error"]
+        assert not errors, f"{name}: cell {index} failed"
+    carried = {
+        c.source.split("\n", 1)[0].removeprefix("%%writefile ")
+        for c in code
+        if c.source.startswith("%%writefile ")
+    }
+    expected = set(page_notebooks(REPO)[name]["files"])
+    expected = {"glue.py" if f.endswith("/glue.py") else f for f in expected}
+    assert carried == expected

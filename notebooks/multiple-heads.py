@@ -1,15 +1,63 @@
-# ---
-# jupyter:
-#   jupytext:
-#     text_representation:
-#       extension: .py
-#       format_name: percent
-#   kernelspec:
-#     display_name: Python 3
-#     language: python
-#     name: python3
-# ---
+# %% [markdown]
+# ## More heads, same parameters
+#
+# The PyTorch module counts its parameters (no biases) for several head
+# counts at $d_\text{model} = 512$: always $4 \times 512^2$, three input
+# projections and the output projection. `device="meta"` gives shapes
+# and counts without allocating the weights. Try a head count that does
+# not divide 512 to see the error the constructor raises.
 
+# %%
+import numpy as np
+
+import glue
+from mha_ref import numpy_ref, torch_ref
+
+d_model = glue.value("d_model", 512)
+rows = []
+for n_head in [1, 2, 4, 8, 16]:
+    mha = torch_ref.MultiHeadAttention(d_model, n_head, device="meta")
+    qkv = sum(lin.weight.numel() for lin in (mha.wq, mha.wk, mha.wv))
+    total = sum(p.numel() for p in mha.parameters())
+    rows.append(
+        {
+            "n_head": n_head,
+            "d_head": mha.d_head,
+            "per_head_shape": f"{d_model} x {mha.d_head}",
+            "per_head_params": 4 * d_model * mha.d_head,
+            "qkv_params": qkv,
+            "total_params": total,
+            "total_over_d_model_sq": total / d_model**2,
+        }
+    )
+glue.value("rows", rows)
+glue.table(
+    "multiple_heads",
+    [
+        "n_head",
+        "d_head",
+        "W_Q slice per head",
+        "Q, K, V params",
+        "all params",
+        "all / d_model²",
+    ],
+    [
+        [
+            r["n_head"],
+            r["d_head"],
+            r["per_head_shape"].replace("x", "×"),
+            f"{r['qkv_params']:,}",
+            f"{r['total_params']:,}",
+            glue.fmt(r["total_over_d_model_sq"]),
+        ]
+        for r in rows
+    ],
+    "rrrrrr",
+)
+totals = {row["total_params"] for row in rows}
+if len(totals) != 1:
+    raise ValueError(f"total parameters depend on n_head: {totals}")
+total_params = glue.value("total_params", totals.pop())
 
 # %% [markdown]
 # ## Your turn: split, then merge back
@@ -22,10 +70,6 @@
 # transpose, say), rerun it, then rerun this cell.
 
 # %%
-import numpy as np
-
-from mha_ref import numpy_ref, torch_ref
-
 B, T, d_model, n_head = 1, 3, 8, 2
 t = np.arange(T)[:, None]  # (T, 1)
 c = np.arange(d_model)[None, :]  # (1, d_model)
@@ -61,19 +105,3 @@ for h in range(n_head):
     outs.append(out)
 y_heads = np.concatenate(outs, axis=-1) @ layer.Wo  # (B, T, d_model)
 print(f"max |one GEMM - head by head|: {np.abs(y - y_heads).max():.1e}")
-
-# %% [markdown]
-# ## More heads, same parameters
-#
-# The PyTorch module counts its parameters for a few head counts at
-# $d_\text{model} = 64$: always $4 \times 64^2$. Try a head count that
-# does not divide 64 to see the error the constructor raises.
-
-# %%
-for n in [1, 2, 4, 8, 16]:
-    module = torch_ref.MultiHeadAttention(64, n)
-    count = sum(p.numel() for p in module.parameters())
-    print(
-        f"n_head = {n:>2}: d_head = {module.d_head:>2}, "
-        f"parameters {count:,} = {count / 64**2:.0f} x 64^2"
-    )

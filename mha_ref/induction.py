@@ -1,0 +1,239 @@
+"""A small attention-only transformer that learns to copy, in PyTorch.
+
+Two layers of torch_ref.MultiHeadAttention on a residual stream, learned
+token and position embeddings, no MLP and no normalisation, trained on
+random sequences in which a segment repeats right after itself. Every
+head's output can be removed (ablation) or taken from another run
+(activation patching). Masks are boolean with True = blocked.
+"""
+
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from mha_ref import checks, torch_ref
+
+
+# --8<-- [start:model]
+class AttentionOnly(nn.Module):
+    """Embeddings, n_layer attention layers with residuals, unembedding."""
+
+    def __init__(self, vocab, t_max, d_model, n_head, n_layer=2):
+        super().__init__()
+        checks.positive_integer(vocab, "vocab")
+        checks.positive_integer(t_max, "t_max")
+        checks.positive_integer(n_layer, "n_layer")
+        self.vocab, self.t_max, self.n_head = vocab, t_max, n_head
+        self.embed = nn.Embedding(vocab, d_model)  # token -> vector
+        self.pos_embed = nn.Embedding(t_max, d_model)  # learned positions
+        self.layers = nn.ModuleList(
+            torch_ref.MultiHeadAttention(d_model, n_head)
+            for _ in range(n_layer)
+        )
+        self.unembed = nn.Linear(d_model, vocab, bias=False)  # -> logits
+        # --8<-- [end:model]
+
+    # --8<-- [start:forward]
+    def forward(self, tokens, keep=None, patch=None, source=None):
+        """tokens (B, T) -> logits (B, T, vocab), weights, head outputs.
+
+        keep (n_layer, n_head) bool: False removes a head (it writes 0).
+        patch (n_layer, n_head) bool: True takes that head's output from
+        source (n_layer, B, H, T, dh), the head outputs of another run.
+        """
+        _check_run(self, tokens, keep, patch, source)  # see below
+        t = tokens.shape[1]
+        x = self.embed(tokens) + self.pos_embed.weight[:t]  # (B, T, d)
+        mask = torch_ref.causal_mask(t, device=tokens.device)  # (T, T)
+        weights, heads = [], []
+        for n, mha in enumerate(self.layers):
+            q, k, v = mha.project(x)  # (B, H, T, dh) each
+            z, w = torch_ref.attention(q, k, v, mask)  # (B, H, T, dh)
+            if patch is not None:  # these heads: the other run's output
+                z = torch.where(patch[n][:, None, None], source[n], z)
+            if keep is not None:  # a removed head writes nothing
+                z = z * keep[n][:, None, None].to(z.dtype)
+            # each layer adds Concat(heads) Wo to the residual stream
+            x = x + mha.wo(mha.merge_heads(z))  # (B, T, d_model)
+            weights.append(w)
+            heads.append(z)
+        # logits, (L, B, H, T, T) weights, (L, B, H, T, dh) head outputs
+        return self.unembed(x), torch.stack(weights), torch.stack(heads)
+        # --8<-- [end:forward]
+
+
+def _check_run(model, tokens, keep, patch, source):
+    if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
+        raise TypeError(f"tokens must be a torch.long tensor, got {tokens!r}")
+    if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= model.t_max:
+        raise ValueError(
+            f"tokens must be (B, T) with 1 <= T <= t_max={model.t_max}, "
+            f"got shape {tuple(tokens.shape)}"
+        )
+    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= model.vocab):
+        raise ValueError(f"tokens must lie in 0 .. {model.vocab - 1}")
+    heads = (len(model.layers), model.n_head)
+    for name, flags in (("keep", keep), ("patch", patch)):
+        if flags is None:
+            continue
+        if not isinstance(flags, torch.Tensor) or flags.dtype != torch.bool:
+            raise TypeError(f"{name} must be a bool tensor {heads}")
+        if tuple(flags.shape) != heads:
+            raise ValueError(
+                f"{name} must be (n_layer, n_head) = {heads}, got shape "
+                f"{tuple(flags.shape)}"
+            )
+    if (patch is None) != (source is None):
+        raise ValueError("patch and source go together: pass both or none")
+    if source is not None:
+        d_head = model.layers[0].d_head
+        want = (*heads[:1], tokens.shape[0], heads[1], tokens.shape[1], d_head)
+        if tuple(source.shape) != want:
+            raise ValueError(
+                f"source must be (n_layer, B, H, T, dh) = {want}, got "
+                f"shape {tuple(source.shape)}"
+            )
+
+
+# --8<-- [start:data]
+class Segments(NamedTuple):
+    tokens: torch.Tensor  # (n, T) random tokens, one segment repeated
+    copy_from: torch.Tensor  # (n, T) key to copy for query i, else -1
+    start: torch.Tensor  # (n,) where the first copy starts
+    length: torch.Tensor  # (n,) its length L; the copy starts at start + L
+
+
+def repeated_segments(n, t, vocab, generator, min_len=3):
+    """n random sequences of t tokens; a segment of random length L
+    (min_len .. t // 2) at a random start repeats right after itself.
+
+    Inside the repeat, token i equals token i - L, so the next token is
+    the one after the earlier occurrence: copy_from[i] = i - L + 1.
+    """
+    _check_data(n, t, vocab, min_len)
+    tokens = torch.randint(0, vocab, (n, t), generator=generator)
+    length = torch.randint(min_len, t // 2 + 1, (n,), generator=generator)
+    # start uniform in 0 .. t - 2L: no fixed position predicts the copy
+    start = (torch.rand(n, generator=generator) * (t - 2 * length + 1)).long()
+    i = torch.arange(t)[None, :]  # (1, T)
+    s, L = start[:, None], length[:, None]  # (n, 1)
+    repeat = (i >= s + L) & (i < s + 2 * L)  # (n, T) the second copy
+    tokens = tokens.gather(1, torch.where(repeat, i - L, i))  # copy it
+    # the last token of the repeat has no next token in the repeat
+    can_copy = repeat & (i < s + 2 * L - 1)  # (n, T)
+    copy_from = torch.where(can_copy, i - L + 1, -1)  # (n, T)
+    return Segments(tokens, copy_from, start, length)
+    # --8<-- [end:data]
+
+
+def _check_data(n, t, vocab, min_len):
+    for name, value in (("n", n), ("t", t), ("vocab", vocab)):
+        checks.positive_integer(value, name)
+    checks.positive_integer(min_len, "min_len")
+    if not 2 <= min_len <= t // 2:
+        raise ValueError(
+            f"min_len={min_len} must lie in 2 .. t // 2 = {t // 2}: the "
+            f"segment and its repeat must fit in t={t} tokens"
+        )
+    if vocab < 2:
+        raise ValueError(f"vocab={vocab}: a changed token needs vocab >= 2")
+
+
+# --8<-- [start:corrupt]
+def corrupt(batch, vocab, generator):
+    """The same sequences with every token of the first copy changed:
+    the repeat stays, but its earlier occurrence is gone."""
+    checks.positive_integer(vocab, "vocab")
+    n, t = batch.tokens.shape
+    i = torch.arange(t)[None, :]  # (1, T)
+    s, L = batch.start[:, None], batch.length[:, None]  # (n, 1)
+    first = (i >= s) & (i < s + L)  # (n, T) the first copy
+    # add 1 .. vocab - 1 (mod vocab): another token, never the same one
+    shift = torch.randint(1, max(vocab, 2), (n, t), generator=generator)
+    changed = (batch.tokens + shift) % vocab  # (n, T)
+    return batch._replace(tokens=torch.where(first, changed, batch.tokens))
+    # --8<-- [end:corrupt]
+
+
+# --8<-- [start:train]
+def train(model, steps, generator, batch_size=64, lr=3e-3):
+    """AdamW on fresh random batches; loss and accuracy of each step.
+
+    The loss counts only the tokens that can be copied: the rest of a
+    sequence is random, and no model can predict it.
+    """
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr)
+    losses, accuracies = [], []
+    for _ in range(steps):
+        batch = repeated_segments(
+            batch_size, model.t_max, model.vocab, generator
+        )
+        logits, _, _ = model(batch.tokens)  # (B, T, vocab)
+        where = batch.copy_from[:, :-1] >= 0  # (B, T - 1)
+        guess = logits[:, :-1][where]  # (N, vocab) predicts token i + 1
+        target = batch.tokens[:, 1:][where]  # (N,)
+        loss = F.cross_entropy(guess, target)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+        accuracies.append((guess.argmax(-1) == target).float().mean().item())
+    return losses, accuracies
+    # --8<-- [end:train]
+
+
+# --8<-- [start:scores]
+def head_scores(weights, batch, offset=1):
+    """(n_layer, n_head) mean weights: on the key ``offset`` positions
+    back (1: the previous token), and on the key after the earlier copy.
+    """
+    t = weights.shape[-1]  # weights: (L, B, H, T, T)
+    i = torch.arange(offset, t)  # queries that have such a key
+    back = weights[..., i, i - offset].mean(dim=(1, 3))  # (L, H)
+    b, q = torch.nonzero(batch.copy_from >= 0, as_tuple=True)  # (N,) each
+    k = batch.copy_from[b, q]  # (N,) the key after the earlier copy
+    copy = weights[:, b, :, q, k]  # (N, L, H): advanced indexing first
+    return back, copy.mean(dim=0)  # (L, H) each
+    # --8<-- [end:scores]
+
+
+# --8<-- [start:ablation]
+def accuracy(model, batch, keep=None):
+    """Share of the copyable next tokens the model predicts, with the
+    heads where keep is False removed."""
+    with torch.no_grad():
+        logits, _, _ = model(batch.tokens, keep=keep)  # (B, T, vocab)
+    where = batch.copy_from[:, :-1] >= 0  # (B, T - 1)
+    right = logits[:, :-1].argmax(-1) == batch.tokens[:, 1:]  # (B, T - 1)
+    return right[where].float().mean().item()
+    # --8<-- [end:ablation]
+
+
+# --8<-- [start:patching]
+def patching(model, clean, corrupted):
+    """(n_layer, n_head): the share of the right answer's log-probability
+    that patching one head's output from clean into corrupted restores
+    (0: none, the corrupted run; 1: all of it, the clean run)."""
+
+    def log_p(tokens, patch=None, source=None):
+        logits, _, heads = model(tokens, patch=patch, source=source)
+        where = clean.copy_from[:, :-1] >= 0  # same in both runs
+        lp = logits[:, :-1].log_softmax(-1)  # (B, T - 1, vocab)
+        right = lp.gather(-1, clean.tokens[:, 1:, None])[..., 0][where]
+        return right.mean().item(), heads
+
+    with torch.no_grad():
+        high, source = log_p(clean.tokens)  # source: clean head outputs
+        low, _ = log_p(corrupted.tokens)
+        n_layer, n_head = source.shape[0], source.shape[2]
+        restored = torch.zeros(n_layer, n_head)
+        for n in range(n_layer):
+            for h in range(n_head):
+                patch = torch.zeros(n_layer, n_head, dtype=torch.bool)
+                patch[n, h] = True  # this one head from the clean run
+                got, _ = log_p(corrupted.tokens, patch, source)
+                restored[n, h] = (got - low) / (high - low)
+    return restored
+    # --8<-- [end:patching]

@@ -1,0 +1,252 @@
+# %% [markdown]
+# ## The causal mask for three positions
+#
+# `causal_mask(T)` is a boolean matrix with True = blocked: the strict
+# upper triangle, the future. The page prints it for $T = 3$.
+
+# %%
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+
+import glue
+from mha_ref import numpy_ref, torch_ref
+
+np.set_printoptions(precision=3, suppress=True)
+t = glue.value("t", 3)
+causal_mask = glue.value("causal_mask", numpy_ref.causal_mask(t))
+
+# %% [markdown]
+# ## The four steps on four tokens
+#
+# Four positions, head size 2, small integers so the numbers can be
+# redone by hand, run through `numpy_ref.attention` with the causal
+# mask. The cell names the scores before and after the mask, the weights
+# $A$ and the output $O = AV$: the page shows them. Edit `q`, `k` or `v`
+# and rerun: row 0 never changes its weights (one allowed key), and
+# every row of $A$ still sums to 1.
+
+# %%
+q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]])  # (T, d)
+k = np.array([[1.0, 1.0], [0.0, 2.0], [-1.0, 1.0], [1.0, 0.0]])  # (T, d)
+v = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 2.0]])  # (T, dv)
+T, d = q.shape
+mask = numpy_ref.causal_mask(T)  # (T, T), True = blocked
+out, weights = numpy_ref.attention(q, k, v, mask)
+scores = q @ k.T / np.sqrt(d)  # S = Q K^T / sqrt(d), before the mask
+example = glue.value(
+    "example",
+    {
+        "t": T,
+        "d_k": d,
+        "q": q,
+        "k": k,
+        "v": v,
+        "mask": mask,
+        "scores": scores,
+        "masked_scores": np.where(mask, -np.inf, scores),
+        "weights": weights,
+        "row_sums": weights.sum(axis=-1),
+        "output": out,
+        "future_weight": weights[mask].max(),
+    },
+)
+print("scores S = Q K^T / sqrt(d):\n", scores)
+print("weights A:\n", weights)
+print("output O = A V:\n", out)
+
+# %% [markdown]
+# ## Three masks, side by side
+#
+# No mask lets every query read every key; the causal mask hides the
+# future; a padding mask built by `key_padding_mask` hides the last key
+# from every query (a sequence of length 3 padded to 4). It is made for
+# batched scores $(B, H, T_q, T_k)$; with one sequence and one head we
+# keep its last two axes, $(1, T_k)$, which broadcast over the rows. Try
+# the length 2, or combine two masks with `|`.
+
+# %%
+masks = {
+    "no mask": None,
+    "causal": mask,
+    # (B, 1, 1, Tk) -> (1, Tk): one sequence, shared by every query row
+    "padding, length 3": numpy_ref.key_padding_mask([3], tk=4)[0, 0],
+}
+fig, axes = plt.subplots(1, 3, figsize=(9, 3), sharey=True)
+for ax, (name, m) in zip(axes, masks.items(), strict=True):
+    _, w = numpy_ref.attention(q, k, v, m)
+    ax.imshow(w, vmin=0, vmax=1, cmap="viridis")
+    for (i, j), x in np.ndenumerate(w):
+        ax.text(
+            j,
+            i,
+            f"{x:.2f}",
+            ha="center",
+            va="center",
+            color="white" if x < 0.5 else "black",
+            fontsize=8,
+        )
+    ax.set_title(name)
+    ax.set_xticks(range(len(k)))
+    ax.set_yticks(range(len(q)))
+    ax.set_xlabel("key j")
+axes[0].set_ylabel("query i")
+plt.tight_layout()
+plt.show()
+
+# %% [markdown]
+# ## The PyTorch version gives the same numbers
+#
+# `torch_ref.attention` mirrors the NumPy function line for line. On the
+# same float64 inputs the two agree to rounding error; if you edit one of
+# the `attention` sections above and not the other, this is the number
+# that moves.
+
+# %%
+out_t, weights_t = torch_ref.attention(
+    torch.tensor(q),
+    torch.tensor(k),
+    torch.tensor(v),
+    torch_ref.causal_mask(T),
+)
+diff_out = np.abs(out_t.numpy() - out).max()
+diff_weights = np.abs(weights_t.numpy() - weights).max()
+print(
+    f"max |NumPy - PyTorch|: output {diff_out:.1e}, weights {diff_weights:.1e}"
+)
+
+# %% [markdown]
+# ## One pattern per head
+#
+# A small causal layer with random, untrained projections, in float64:
+# $d_\text{model} = 16$, 4 heads, $T = 8$. The random input is scaled by
+# 3, which makes the scores larger and the weights sharper, so the heads'
+# patterns are easier to tell apart. The layer returns the weights of
+# every head, $(B, H, T, T)$; the heatmaps show them. Try another `seed`,
+# or `scale = 1.0`.
+
+# %%
+d_model, n_head, t_heads, seed, scale = 16, 4, 8, 0, 3.0
+torch.manual_seed(seed)
+mha = torch_ref.MultiHeadAttention(d_model, n_head, dtype=torch.float64)
+# inputs larger than unit scale give sharper, more distinct heads
+x = scale * torch.randn(1, t_heads, d_model, dtype=torch.float64)
+heads_mask = torch_ref.causal_mask(t_heads)  # (T, T), True = blocked
+with torch.no_grad():
+    _, head_weights = mha(x, mask=heads_mask)  # (1, H, T, T)
+head_weights = head_weights[0]  # (H, T, T)
+# row 0 has one allowed key (weight 1): average the other rows
+mean_row_max = head_weights[:, 1:].amax(dim=-1).mean(dim=-1)  # (H,)
+glue.value(
+    "heads_example",
+    {
+        "d_model": d_model,
+        "n_head": n_head,
+        "t": t_heads,
+        "seed": seed,
+        "input_scale": scale,
+        "mask": heads_mask,
+        "weights": head_weights,
+        "row_sums_max_error": (head_weights.sum(-1) - 1).abs().max(),
+        "future_weight": head_weights[:, heads_mask].max(),
+        "mean_row_max_per_head": mean_row_max,
+    },
+)
+
+
+def draw(fig, theme):
+    import matplotlib
+
+    cells_mask = heads_mask.numpy()
+    edges = np.arange(t_heads + 1) - 0.5  # cell (i, j) centred on (j, i)
+    # the masked future as one staircase polygon, grey and hatched
+    stairs = []  # (x = key j, y = query i) corners, down the steps
+    for i in range(t_heads - 1):
+        stairs += [(i + 0.5, i - 0.5), (i + 0.5, i + 0.5)]
+    stairs += [(t_heads - 0.5, t_heads - 1.5), (t_heads - 0.5, -0.5)]
+    axes = fig.subplots(1, n_head, sharey=True)
+    rows, cols = np.nonzero(~cells_mask)  # only the allowed cells
+    cells = [
+        [
+            (j - 0.5, i - 0.5),
+            (j + 0.5, i - 0.5),
+            (j + 0.5, i + 0.5),
+            (j - 0.5, i + 0.5),
+        ]
+        for i, j in zip(rows, cols, strict=True)
+    ]
+    for head, ax in enumerate(axes):
+        # vector cells (not imshow): a small, sharp SVG
+        mesh = matplotlib.collections.PolyCollection(
+            cells,
+            array=head_weights[head].numpy()[rows, cols],
+            cmap=theme.cmap,
+            clim=(0, 1),
+            linewidth=0,
+        )
+        ax.add_collection(mesh)
+        ax.add_patch(
+            matplotlib.patches.Polygon(
+                stairs,
+                closed=True,
+                facecolor=theme.masked,
+                hatch="///",
+                edgecolor=theme.muted,
+                linewidth=0,
+            )
+        )
+        ax.set_aspect("equal")
+        ax.set_xlim(edges[0], edges[-1])
+        ax.set_ylim(edges[-1], edges[0])  # row 0 at the top
+        ax.set_title(f"head {head + 1}")
+        ax.set_xticks(range(t_heads))
+        ax.set_yticks(range(t_heads))
+        ax.tick_params(labelsize=7, length=2)
+        ax.set_xlabel("key position j")
+    axes[0].set_ylabel("query position i")
+    bar = fig.colorbar(mesh, ax=axes, shrink=0.8)
+    bar.set_label("weight (rows sum to 1)")
+    fig.suptitle(
+        f"Causal self-attention weights, {n_head} heads, "
+        f"T = {t_heads} (hatched grey = masked future)"
+    )
+
+
+means = ", ".join(glue.fmt(w, 2) for w in mean_row_max.tolist())
+glue.figure(
+    "heads-heatmap",
+    draw,
+    figsize=(7.0, 2.5),
+    alt=(
+        f"{n_head} heatmaps of {t_heads} by {t_heads} attention "
+        "weights, one per head, of a causal self-attention on random "
+        "inputs. Cells above the diagonal are masked (grey, hatched) and "
+        "hold zero weight. Each head spreads its weight differently over "
+        "the earlier positions: the largest weight in a row, averaged "
+        f"over rows 2 to {t_heads}, is {means} for heads 1 to "
+        f"{n_head}."
+    ),
+)
+
+# %% [markdown]
+# ## One weighted sum, a convex combination
+#
+# The opening example of the site: two value vectors, one per position,
+# weighted $0.75$ and $0.25$. The output lies on the segment between
+# them. The scores whose softmax gives those weights differ by $\ln 3$.
+
+# %%
+values = np.array([[2.0, 0.0], [0.0, 4.0]])  # one row per position
+mix = np.array([0.75, 0.25])
+mix_scores = np.array([np.log(3.0), 0.0])  # a gap of ln 3
+weighted_sum = glue.value(
+    "weighted_sum",
+    {
+        "values": values,
+        "weights": mix,
+        "output": mix @ values,  # sum_j w_j v_j
+        "scores": mix_scores,
+        "softmax_of_scores": numpy_ref.softmax(mix_scores),
+        "weights_sum": mix.sum(),
+    },
+)

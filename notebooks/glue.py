@@ -1,0 +1,247 @@
+"""Name what a cell computes, so the page can show it: glue.
+
+A page script (``notebooks/<page>.py``) calls these in the cells whose
+results its page shows. Each call displays the result in the notebook,
+with its name, and tags the output so the site's build can collect it:
+
+    glue.value("sqrt_d_head", 8.0)     # page: << scaling.sqrt_d_head >>
+    glue.table("scaling", header, rows)  # generated/tables/scaling.md
+    glue.figure("scaling-sweep", draw, alt)  # << figure("scaling-sweep") >>
+
+``draw(fig, theme)`` is called on a fresh matplotlib Figure once per
+colour scheme of the site (light and dark); the notebook shows the
+light one. This file travels with every notebook (a reader's download
+carries it), so it needs numpy and matplotlib only.
+"""
+
+import io
+import json
+import math
+from dataclasses import dataclass
+
+MIME = "application/vnd.mha-ref.glue+json"  # what the build collects
+
+# --------------------------------------------------------------- values
+
+
+def plain(value):
+    """NumPy/torch values as JSON-able Python, deterministically.
+
+    Arrays and tensors become (nested) lists, NumPy scalars Python
+    numbers; NaN and infinities the strings "nan", "inf", "-inf".
+    """
+    if hasattr(value, "detach"):  # a torch.Tensor, without importing torch
+        value = value.detach().cpu().numpy()
+    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
+        value = value.tolist()  # a NumPy array or scalar
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise TypeError(f"cannot glue {type(value).__name__} {value!r}")
+
+
+def fmt(x, digits=4):
+    """A number for a table, ``digits`` significant figures; values that
+    would round to 0 or +-1 without being exactly that get more digits."""
+    if isinstance(x, str):
+        return x
+    if isinstance(x, int):  # bool too
+        return str(x)
+    x = float(x)
+    if not math.isfinite(x):
+        return str(x)
+    for precision in range(digits, 18):
+        text = f"{x:.{precision}g}"
+        if float(text) not in (0.0, 1.0, -1.0) or float(text) == x:
+            break
+    if "e" in text:
+        mantissa, exponent = text.split("e")
+        text = f"{mantissa}e{int(exponent):+03d}"
+    return text
+
+
+def fmt_list(values, digits=4):
+    """``fmt`` each value, as a list: [0.8808, 0.1192]."""
+    return "[" + ", ".join(fmt(v, digits) for v in values) + "]"
+
+
+def markdown_table(header, rows, align=None):
+    """A Markdown table; ``align`` is a string of l/r/c, one per column."""
+    align = align or "l" * len(header)
+    if len(align) != len(header):
+        raise ValueError(f"align {align!r} does not match header {header}")
+    marks = {"l": ":--", "r": "--:", "c": ":-:"}
+    lines = [
+        "| " + " | ".join(header) + " |",
+        "| " + " | ".join(marks[a] for a in align) + " |",
+    ]
+    for row in rows:
+        if len(row) != len(header):
+            raise ValueError(f"row {row} does not match header {header}")
+        cells = [c if isinstance(c, str) else fmt(c) for c in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# -------------------------------------------------------------- figures
+
+
+@dataclass(frozen=True)
+class Theme:
+    """Colours for one of the site's schemes; figures are transparent."""
+
+    name: str  # "light" or "dark": the file suffix
+    text: str  # labels, ticks, titles
+    muted: str  # grid lines, reference lines
+    series: tuple  # line/bar colours, in order
+    masked: str  # fill of masked (blocked) cells
+    cmap: str = "viridis"
+
+    @property
+    def rc(self):
+        return {
+            "text.color": self.text,
+            "axes.labelcolor": self.text,
+            "axes.edgecolor": self.text,
+            "axes.titlecolor": self.text,
+            "xtick.color": self.text,
+            "ytick.color": self.text,
+            "grid.color": self.muted,
+            "hatch.color": self.muted,
+            "legend.facecolor": "none",
+            "legend.edgecolor": self.muted,
+            "legend.labelcolor": self.text,
+        }
+
+    def text_on(self, rgba):
+        """Black or white, whichever reads on a cell of colour ``rgba``."""
+        r, g, b = rgba[:3]
+        light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5
+        return "#111111" if light else "#ffffff"
+
+
+THEMES = (
+    Theme(
+        "light",
+        text="#1f1f1f",
+        muted="#9e9e9e",
+        series=("#1565c0", "#d84315", "#2e7d32", "#6a1b9a"),
+        masked="#d6d6d6",
+    ),
+    Theme(
+        "dark",
+        text="#e3e5ea",
+        muted="#7a7f8c",
+        series=("#64b5f6", "#ffab70", "#81c784", "#ce93d8"),
+        masked="#4a4e59",
+    ),
+)
+
+BASE_RC = {
+    "svg.hashsalt": "mha-ref",  # fixed element ids: reproducible bytes
+    "svg.fonttype": "none",  # real text: small files, selectable
+    "font.family": "sans-serif",
+    "font.sans-serif": ["DejaVu Sans", "Arial", "Helvetica"],
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.titleweight": "bold",
+    "figure.titlesize": 10,
+    "figure.titleweight": "bold",
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "figure.facecolor": "none",
+    "axes.facecolor": "none",
+    "savefig.facecolor": "none",
+    "savefig.transparent": True,
+    "path.simplify": True,
+}
+
+
+def render_svg(draw, theme, figsize=(7.0, 3.2)):
+    """Call ``draw(fig, theme)`` on a fresh figure; return the SVG text."""
+    import matplotlib
+    from matplotlib.figure import Figure  # not pyplot: no backend to set
+
+    with matplotlib.rc_context({**BASE_RC, **theme.rc}):
+        fig = Figure(figsize=figsize, layout="constrained")
+        draw(fig, theme)
+        buffer = io.BytesIO()
+        fig.savefig(
+            buffer, format="svg", metadata={"Date": None, "Creator": None}
+        )
+    return buffer.getvalue().decode("utf-8")
+
+
+# ------------------------------------------------------------- the glue
+
+
+def _show(bundle, record):
+    """Display ``bundle`` in a notebook (print its text elsewhere)."""
+    bundle = {**bundle, MIME: record}
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(bundle, raw=True, metadata={MIME: {"glue": record["name"]}})
+    else:  # run as a plain script
+        print(bundle["text/plain"])
+
+
+def _check_name(name):
+    if not isinstance(name, str) or not name.replace("-", "_").isidentifier():
+        raise ValueError(f"glue name {name!r}: letters, digits, _ and -")
+
+
+def value(name, result):
+    """Show ``result`` as the page's ``<< page.name >>``; return it."""
+    _check_name(name)
+    if "-" in name:
+        raise ValueError(f"value name {name!r}: a page variable has no '-'")
+    data = plain(result)
+    text = json.dumps(data)
+    if len(text) > 300:
+        text = text[:300] + " ..."
+    shown = f"glue: {name} = {text}"
+    _show(
+        {"text/plain": shown}, {"name": name, "kind": "value", "value": data}
+    )
+    return result
+
+
+def table(name, header, rows, align=None):
+    """Show a table; the page includes generated/tables/<name>.md."""
+    _check_name(name)
+    markdown = markdown_table(header, rows, align)
+    record = {"name": name, "kind": "table", "markdown": markdown}
+    shown = f"glue: table {name}\n\n{markdown}"
+    _show({"text/plain": shown, "text/markdown": shown}, record)
+    return markdown
+
+
+def figure(name, draw, alt, figsize=(7.0, 3.2)):
+    """Draw a figure in both schemes; the page shows << figure(name) >>."""
+    _check_name(name)
+    if not isinstance(alt, str) or not alt.strip():
+        raise ValueError(f"figure {name!r} needs alt text")
+    svg = {theme.name: render_svg(draw, theme, figsize) for theme in THEMES}
+    record = {"name": name, "kind": "figure", "alt": alt, "svg": svg}
+    shown = f"glue: figure {name}: {alt}"
+    _show({"text/plain": shown, "image/svg+xml": svg["light"]}, record)
+
+
+def export(name, data):
+    """A JSON file the site serves at generated/exports/<name>.json, for
+    a page's control to fetch (trained weights, say); returns its size."""
+    _check_name(name)
+    text = json.dumps(plain(data), separators=(",", ":"), allow_nan=False)
+    record = {"name": name, "kind": "export", "json": text}
+    shown = f"glue: export {name} ({len(text):,} bytes of JSON)"
+    _show({"text/plain": shown}, record)
+    return len(text)

@@ -1,0 +1,139 @@
+# %% [markdown]
+# ## Two scores at head size 64
+#
+# The scores $[8, -8]$ are one standard deviation either side of zero
+# for a head of size $d_k = 64$: a dot product of 64 unit-variance terms
+# has standard deviation $\sqrt{64} = 8$. The cell divides them by
+# $\sqrt{d_k}$, and by $\sqrt{d_\text{model}}$ (a common mistake), and
+# names each result with `glue`: the page shows these values. Change
+# `scores` and rerun.
+
+# %%
+import numpy as np
+
+import glue
+from mha_ref import numpy_ref
+
+d_head, d_model = 64, 512
+scores = np.array([8.0, -8.0])
+glue.value("d_head", d_head)
+glue.value("d_model", d_model)
+glue.value("scores", scores)
+sqrt_d_head = glue.value("sqrt_d_head", np.sqrt(d_head))
+sqrt_d_model = glue.value("sqrt_d_model", np.sqrt(d_model))
+unscaled = glue.value("unscaled_weights", numpy_ref.softmax(scores))
+scaled_scores = glue.value("scaled_scores", scores / sqrt_d_head)
+scaled = glue.value("scaled_weights", numpy_ref.softmax(scaled_scores))
+by_model = glue.value("d_model_scaled_scores", scores / sqrt_d_model)
+by_model_weights = glue.value(
+    "d_model_scaled_weights", numpy_ref.softmax(by_model)
+)
+fmt, fmt_list = glue.fmt, glue.fmt_list
+glue.table(
+    "scaling",
+    ["scores divided by", "scores", "softmax weights"],
+    [
+        ["none", fmt_list(scores), fmt_list(unscaled)],
+        [
+            f"√d_head = √{d_head} = {fmt(sqrt_d_head)}",
+            fmt_list(scaled_scores),
+            fmt_list(scaled),
+        ],
+        [
+            f"√d_model = √{d_model} ≈ {fmt(sqrt_d_model)}",
+            fmt_list(by_model),
+            fmt_list(by_model_weights),
+        ],
+    ],
+    "lll",
+)
+
+# %% [markdown]
+# ## Subtracting changes nothing, and saves the day
+#
+# A naive softmax exponentiates directly, and $e^{1000}$ is infinite in
+# float64, so $\infty / \infty$ gives NaN. The reference subtracts the
+# row maximum first, which leaves the weights as they were. Try
+# `[1000.0, 999.0]` or `[-1000.0, 0.0]`.
+
+# %%
+big = glue.value("shift_input", np.array([1000.0, 1000.0]))
+with np.errstate(over="ignore", invalid="ignore"):
+    naive = np.exp(big) / np.exp(big).sum()
+print("naive    :", naive)
+shifted = glue.value("shift_output", numpy_ref.softmax(big))
+
+# %% [markdown]
+# ## Why the square root: measure it
+#
+# With independent unit-variance entries, $\mathbf q^\top \mathbf k$ has
+# standard deviation $\sqrt{d_k}$. For each head size the cell draws 500
+# queries, each against 16 keys, and takes the median over queries of
+# the largest softmax weight: unscaled it creeps towards 1 (one-hot) as
+# heads widen; divided by $\sqrt{d_k}$ it stays put.
+
+# %%
+head_sizes = [4, 8, 16, 32, 64, 128, 256, 512, 1024]
+n_rows, n_keys = 500, 16
+rng = np.random.default_rng(0)
+top_unscaled, top_scaled = [], []
+for d in head_sizes:
+    q = rng.standard_normal((n_rows, 1, d))  # one query per row
+    k = rng.standard_normal((n_rows, n_keys, d))  # 16 keys per row
+    s = (q * k).sum(axis=-1)  # (rows, keys): q . k, variance d
+    top_unscaled.append(np.median(numpy_ref.softmax(s).max(axis=-1)))
+    weights = numpy_ref.softmax(s / np.sqrt(d))
+    top_scaled.append(np.median(weights.max(axis=-1)))
+    print(f"d = {d:>4}: std of q.k {s.std():6.2f}")
+sweep = glue.value(
+    "sweep",
+    {
+        "head_sizes": head_sizes,
+        "n_rows": n_rows,
+        "n_keys": n_keys,
+        "uniform_weight": 1 / n_keys,
+        "max_weight_unscaled": top_unscaled,
+        "max_weight_scaled": top_scaled,
+    },
+)
+
+
+def draw(fig, theme):
+    ax = fig.subplots()
+    ax.plot(
+        head_sizes,
+        top_unscaled,
+        "o-",
+        color=theme.series[1],
+        label="q·k (no scaling)",
+    )
+    ax.plot(
+        head_sizes, top_scaled, "s-", color=theme.series[0], label="q·k / √d"
+    )
+    ax.axhline(
+        1 / n_keys, color=theme.muted, ls=":", label=f"uniform (1/{n_keys})"
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(head_sizes, [str(s) for s in head_sizes])
+    ax.set_ylim(0, 1.02)
+    ax.set_xlabel("head size d (log scale)")
+    ax.set_ylabel("largest softmax weight\n(median over rows)")
+    ax.set_title(
+        f"Sharpness vs head size ({n_keys} keys, unit-variance q and k)"
+    )
+    ax.grid(True, alpha=0.4)
+    ax.legend(loc="center right")
+
+
+glue.figure(
+    "scaling-sweep",
+    draw,
+    alt=(
+        f"Line chart of the largest softmax weight against head size d "
+        f"from {head_sizes[0]} to {head_sizes[-1]}, median over {n_rows} "
+        f"random rows of {n_keys} keys. Without scaling it rises from "
+        f"{fmt(top_unscaled[0], 2)} to {fmt(top_unscaled[-1], 2)}; divided "
+        f"by the square root of d it stays between {fmt(min(top_scaled), 2)}"
+        f" and {fmt(max(top_scaled), 2)}."
+    ),
+)

@@ -1,0 +1,101 @@
+# %% [markdown]
+# ## Two weights, one loss
+#
+# Two equal scores give two equal weights, and the loss is the first
+# weight: the upstream gradient is $[1, 0]$. The cell names the score
+# gradient of `softmax_backward` next to the shortcut that keeps only
+# the diagonal of the Jacobian, and the full Jacobian. Change `g` or the
+# scores `s` and rerun; the gradient of the scores always sums to zero.
+
+# %%
+import numpy as np
+import torch
+
+import glue
+from mha_ref import numpy_ref
+
+np.set_printoptions(precision=4, suppress=True)
+s = np.array([0.0, 0.0])  # scores
+p = glue.value("probabilities", numpy_ref.softmax(s))
+g = glue.value("upstream", np.array([1.0, 0.0]))  # dL/dp for L = p[0]
+grad = glue.value("score_grad", numpy_ref.softmax_backward(p, g))
+# treating softmax as elementwise keeps only the Jacobian's diagonal
+glue.value("naive_grad", p * (1 - p) * g)
+jacobian = glue.value("jacobian", np.diag(p) - np.outer(p, p))  # dp_i/ds_j
+print("full Jacobian J^T g:", jacobian.T @ g, " gradient sum", grad.sum())
+
+# %% [markdown]
+# ## Shift invariance
+#
+# An upstream gradient of all ones is the gradient of $\sum_j p_j = 1$,
+# which nothing can change: the score gradient vanishes.
+
+# %%
+ones_grad = glue.value("ones_grad", numpy_ref.softmax_backward(p, np.ones(2)))
+
+# %% [markdown]
+# ## Against a finite difference
+#
+# No calculus needed to check it: nudge each score by $\pm h$, measure
+# how $L = \langle \mathbf g, \operatorname{softmax}(\mathbf s)\rangle$
+# moves, and divide by $2h$. On a random row of 6 scores the central
+# difference and the formula agree to about eleven digits; what is left
+# is the error of the difference itself. Try other values of `h`.
+
+# %%
+rng = np.random.default_rng(0)
+s_row = rng.standard_normal(6)
+g_row = rng.standard_normal(6)
+h = 1e-5
+
+
+def loss(scores):
+    return g_row @ numpy_ref.softmax(scores)
+
+
+numeric = np.array(
+    [
+        (loss(s_row + h * e) - loss(s_row - h * e)) / (2 * h)
+        for e in np.eye(len(s_row))
+    ]
+)
+formula = numpy_ref.softmax_backward(numpy_ref.softmax(s_row), g_row)
+print("finite difference:", numeric)
+print("softmax_backward :", formula)
+print(f"max difference   : {np.abs(numeric - formula).max():.1e}")
+
+# %% [markdown]
+# ## Against autograd
+#
+# PyTorch's autograd through `torch.softmax` on 64 random rows of 10
+# scores, with random upstream gradients, in float64: the largest
+# absolute difference from `softmax_backward` is rounding error.
+
+# %%
+generator = torch.Generator().manual_seed(0)
+scores = torch.randn(64, 10, generator=generator, dtype=torch.float64)
+upstream = torch.randn(64, 10, generator=generator, dtype=torch.float64)
+scores.requires_grad_(True)
+probabilities = scores.softmax(dim=-1)  # (rows, keys)
+(autograd,) = torch.autograd.grad(probabilities, scores, upstream)
+ours = numpy_ref.softmax_backward(
+    probabilities.detach().numpy(), upstream.numpy()
+)
+glue.value("autograd_max_diff", np.abs(ours - autograd.numpy()).max())
+shape = glue.value("autograd_shape", list(scores.shape))
+
+# %% [markdown]
+# ## Your turn: a saturated row
+#
+# The scores $[8, -8]$ of [the scaling page](../../../scaling/):
+# unscaled the row is nearly one-hot and the gradient almost vanishes;
+# divided by $\sqrt{64}$ it is back to a useful size.
+
+# %%
+for name, row in [("unscaled", [8.0, -8.0]), ("/ sqrt(64)", [1.0, -1.0])]:
+    p_row = numpy_ref.softmax(np.array(row))
+    grad_row = numpy_ref.softmax_backward(p_row, np.array([1.0, 0.0]))
+    print(
+        f"{name:>10}: weights [{p_row[0]:.2e}, {p_row[1]:.2e}], "
+        f"score gradient [{grad_row[0]:.2e}, {grad_row[1]:.2e}]"
+    )
