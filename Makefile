@@ -52,13 +52,18 @@ serve-fast: check zensical-config ## Zensical's live preview (127.0.0.1:8000)
 	trap 'kill $$watcher 2>/dev/null' EXIT; \
 	$(VENV)/bin/zensical serve -f zensical.yml -a $(HOST)
 
-test: site site-zensical browser ## build both sites, run every test
-	$(PY) -m pytest
-	# the browser checks again, on the Zensical build
-	MHA_REF_SITE=site-zensical $(PY) -m pytest -q -m browser tests/browser
+# Each engine builds once and each notebook runs once (in generation);
+# pytest then reads those builds: units, docs agreement, the engines
+# compared page by page, the browser checks on the default site. One
+# worker per core (pytest-xdist); a test file stays on one worker, so
+# its module fixtures (a browser, a server) start once.
+PYTEST_JOBS ?= auto
+test: site site-zensical browser ## build both sites once, run every test once
+	$(PY) -m pytest -n $(PYTEST_JOBS) --dist loadfile
 
 fast: check ## the quick checks while writing (no site, no browser)
-	$(PY) -m pytest -x -q -m "not build" tests/unit tests/docs mha_ref
+	$(PY) -m pytest -x -q -n $(PYTEST_JOBS) --dist loadfile \
+	  -m "not build and not browser" tests/unit tests/docs mha_ref
 
 bench: $(STAMP) ## benchmarks: build times, page load, implementations
 	$(PY) -m bench

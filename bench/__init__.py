@@ -1,23 +1,31 @@
 """Benchmarks: build times, reading time, implementations, KaTeX on build.
 
     python -m bench                    # everything (make bench)
-    python -m bench --only impl,katex  # build, reading, impl, katex, decode
-    python -m bench --quick            # fewer runs and sizes
+    python -m bench --only impl,katex  # build, reading, impl, katex, decode,
+                                       # engines, suite
+    python -m bench --quick            # fewer runs and sizes (a smoke test)
     python -m bench --out /tmp/bench   # write the report elsewhere
 
 Writes bench/report.json and bench/report.md. Every figure is the median
-of several runs, and every ratio compares figures measured in the same
-run, so a busy machine slows both sides. This is a benchmark, not a test:
-it asserts nothing, and reports each target as met or not.
+of its runs (shown beside it), and every ratio compares figures measured
+in the same round, so a busy machine slows both sides. This is a
+benchmark, not a test: it asserts nothing, and reports each target as
+met or not.
 
 One module per part, each with its own docstring:
 
-- build_times: cold, warm and floor builds in a temporary copy.
+- build_times: in a temporary copy, cold generation (every page but
+  trained-heads; trained-heads apart), warm `make site` after a prose
+  edit against the floor (`mkdocs build --strict`), and after an edit
+  of mha_ref/numpy_ref.py.
 - reading: headless Chromium against the built site, cold cache.
 - implementations: time and memory of each attention, against SDPA.
 - katex_prerender: math on the first paint (typeset at build time):
   math / FCP, layout shift and bytes of every page, and the step itself.
 - decode: one decode step with a long KV cache, per number of KV heads.
+- engines: MkDocs against Zensical, builds and server reloads.
+- suite: `make test` and `make fast` in a fresh copy, from empty
+  outputs (--quick: `make fast` only).
 
 A run of some parts (--only) keeps the other parts of the report.
 

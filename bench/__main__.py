@@ -21,10 +21,11 @@ from bench.implementations import (
 )
 from bench.katex_prerender import bench_math
 from bench.reading import bench_reading, reading_pages
+from bench.suite import bench_suite
 from bench.timing import ROOT, say
 
 OUT = ROOT / "bench"
-PARTS = ("build", "reading", "impl", "katex", "decode", "engines")
+PARTS = ("build", "reading", "impl", "katex", "decode", "engines", "suite")
 
 
 def parse(argv):
@@ -39,7 +40,7 @@ def parse(argv):
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="fewer runs and sizes (a smoke test)",
+        help="fewer runs and sizes (a smoke test; suite: make fast only)",
     )
     parser.add_argument(
         "--out",
@@ -81,6 +82,10 @@ def main(argv=None):
                 report["build"] = bench_build(
                     repo, rounds, cold_runs=1 if args.quick else 3
                 )
+                if "failed" in report["build"] and (
+                    {"reading", "katex"} & set(parts)
+                ):
+                    build_site(repo)  # they need a site: raises again
             else:
                 build_site(repo)
         if "reading" in parts:
@@ -96,6 +101,15 @@ def main(argv=None):
                 repo, Path(tmp), 3 if args.quick else 5
             )
             report["katex"]["environment"] = report["environment"]
+        if "suite" in parts:  # a fresh copy: make test, make fast
+            suite = Path(tmp) / "suite"
+            copy_repo(suite)
+            report["suite"] = bench_suite(
+                suite,
+                test_runs=0 if args.quick else 1,
+                fast_runs=1 if args.quick else 3,
+            )
+            report["suite"]["quick"] = args.quick
     if "impl" in parts:
         report["impl"] = bench_impl(
             QUICK_LENGTHS if args.quick else IMPL_LENGTHS, args.threads

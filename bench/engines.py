@@ -5,8 +5,9 @@ Three measurements, each engine in the same round so load hits both:
 - build: the bare engine build of the generated tree
   (``mkdocs build --strict`` / ``zensical build --strict``);
 - warm ``make site`` after a prose-only edit, the Makefile's steps run
-  directly (generation, cached; for Zensical its config; the build; the
-  math step), and its ratio to the bare build of the same round;
+  directly (generation, cached; the check; for Zensical its config; the
+  build; the math step), and its ratio to the bare build of the same
+  round;
 - reload: each engine's server (``mkdocs serve``, ``zensical serve``)
   on 127.0.0.1; a visible sentence is appended to a page and the page
   is fetched every 20 ms until the server returns it. That is the
@@ -21,15 +22,17 @@ import sys
 import time
 import urllib.request
 
+from bench.build_times import CHECK, GENERATE, MKDOCS, VENV
+from bench.build_times import PY as VENV_PY
 from bench.timing import CHILD_ENV, ratios, run, say, summary
 
 PY = sys.executable
-GENERATE = [PY, "-m", "pipeline"]
-CONFIG = [PY, "-m", "pipeline.zensical"]
+CONFIG = [VENV_PY, "-m", "pipeline.zensical"]
+# as the Makefile types them: the console scripts of the copy's .venv
 BUILD = {
-    "mkdocs": [PY, "-m", "mkdocs", "build", "--strict", "-q"],
+    "mkdocs": MKDOCS,
     "zensical": [
-        *(PY, "-m", "zensical", "build", "--strict"),
+        *(f"{VENV}/bin/zensical", "build", "--strict"),
         *("-f", "zensical.yml"),
     ],
 }
@@ -44,8 +47,8 @@ PAGE = "scaling"  # the page edited and fetched
 
 def make_site(repo, engine):
     """The steps of `make site` / `make site-zensical`; seconds."""
-    typeset = [PY, "-m", "pipeline.postbuild", SITE[engine]]
-    steps = [GENERATE] + ([CONFIG] if engine == "zensical" else [])
+    typeset = [VENV_PY, "-m", "pipeline.postbuild", SITE[engine]]
+    steps = [GENERATE, CHECK] + ([CONFIG] if engine == "zensical" else [])
     return sum(run(c, repo)[0] for c in [*steps, BUILD[engine], typeset])
 
 

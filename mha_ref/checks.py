@@ -309,17 +309,17 @@ def rope_positions(positions, t, name="positions"):
     True and False are no positions.
     """
     if is_tensor(positions):
-        kind = _tensor_kind(positions.dtype)
+        dtype, kind = positions.dtype, _tensor_kind(positions.dtype)
         values = positions.detach().cpu()
         values = values.double() if kind == "f" else values
         values = values.numpy()
     else:
         values = np.asarray(positions)
-        kind = values.dtype.kind
+        dtype, kind = values.dtype, values.dtype.kind
     if kind not in "iuf":
         raise TypeError(
             f"{name} must hold integers (or real numbers), one position "
-            f"per row, got dtype {positions.dtype}"
+            f"per row, got dtype {dtype} and shape {tuple(values.shape)}"
         )
     sequence_positions(values.shape, t, name)
     if kind == "f":

@@ -3,7 +3,8 @@
 Positions 0, 1, 2 are cached; 3 and 4 arrive together. The two new
 queries must see five keys, and the mask must come from positions.
 ``cached_forward`` runs a torch_ref.MultiHeadAttention chunk by chunk
-with a real cache, keys stored already rotated at absolute positions.
+with a real cache, keys stored already rotated at absolute positions;
+a step that raises leaves the cache exactly as it was.
 """
 
 import torch

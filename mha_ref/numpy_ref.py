@@ -259,7 +259,7 @@ def apply_rope(x, positions, base=10000.0):
     array([[0.5403, 0.8415]])
     """
     x, positions = np.asarray(x), np.asarray(positions)
-    checks.rope_inputs(x.shape, positions, base)  # even d_head, (T,) ints
+    checks.rope_inputs(x.shape, positions, base)  # even d, T positions
     d_head, dtype = x.shape[-1], np.result_type(x.dtype, np.float32)
     half = d_head // 2
     # theta_i = base^(-2i / d_head): one frequency per pair of features

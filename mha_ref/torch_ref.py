@@ -231,7 +231,7 @@ def apply_rope(x, positions, base=10000.0):
     tensor([[0.5403, 0.8415]])
     """
     positions = torch.as_tensor(positions, device=x.device)
-    checks.rope_inputs(x.shape, positions, base)  # even d_head, (T,) ints
+    checks.rope_inputs(x.shape, positions, base)  # even d, T positions
     if not x.is_floating_point():  # int or bool x: rotate in float32
         x = x.to(torch.promote_types(x.dtype, torch.float32))
     d_head, dtype = x.shape[-1], x.dtype

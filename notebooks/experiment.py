@@ -25,7 +25,6 @@
 import contextlib
 import copy
 import itertools
-import platform
 
 import numpy as np
 import torch
@@ -129,7 +128,7 @@ for pair in PAIRS:
 # The same comparison for float32 and float64, biases off and on, and
 # the five masks: none, causal, a random pattern per head, key padding
 # (the last two keys of the second sequence blocked) and cross-attention
-# to a context of 7 positions. A CPU difference above the dtype's
+# to a context of `T_CONTEXT` positions. A CPU difference above the dtype's
 # tolerance (`mha_ref/tolerances.py`) is a bug, and stops the notebook;
 # on a CUDA device, where PyTorch may use TF32 or other kernels, the
 # rows are added and published as measured.
@@ -141,20 +140,8 @@ for pair in PAIRS:
 
 # %%
 DTYPES = ["float32", "float64"]
-cuda = torch.cuda.is_available()
-environment = glue.value(
-    "environment",
-    {
-        "numpy": np.__version__,
-        "torch": torch.__version__,
-        "python": platform.python_version(),
-        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
-        "cuda_available": cuda,
-        "platform": f"{platform.system()} {platform.machine()}",
-    },
-)
+cuda = glue.value("cuda_rows_included", torch.cuda.is_available())
 devices = ["cpu", "cuda"] if cuda else ["cpu"]
-glue.value("cuda_rows_included", cuda)
 
 
 def fail_on_cpu(rows):
@@ -210,10 +197,11 @@ glue.value("future_weight", future)
 # ## float16 and bfloat16 against float64
 #
 # Each path runs in the small dtype, with biases: the from-scratch
-# layer, the tiled pass (`mha_ref/tiled.py`, two tiles per row and per
-# column at $T = 6$), SDPA and `nn.MultiheadAttention`. Each is compared
-# with the from-scratch layer in float64 on the same rounded weights and
-# inputs, so a difference is what the small dtype costs that path.
+# layer, the tiled pass (`mha_ref/tiled.py`, in tiles of `LOW_BLOCK`
+# queries by `LOW_BLOCK` keys), SDPA and `nn.MultiheadAttention`. Each
+# is compared with the from-scratch layer in float64 on the same rounded
+# weights and inputs, so a difference is what the small dtype costs that
+# path.
 
 # %%
 LOW_DTYPES = ["float16", "bfloat16"]
@@ -397,6 +385,13 @@ verdict = (
     else "some bars exceed their tolerance line"
 )
 
+SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def power_of_ten(value, _position):
+    """A log axis label as plain text, 10⁻¹⁶ (mathtext is slow to lay out)."""
+    return "10" + str(round(np.log10(value))).translate(SUPERSCRIPT)
+
 
 def draw(fig, theme):
     ax = fig.subplots()
@@ -443,6 +438,7 @@ def draw(fig, theme):
             color=colour,
         )
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(power_of_ten)
     ax.set_ylim(floor / 2, 1e-2)
     ax.set_xticks(range(len(PAIRS)), [PAIR_LABELS[p] for p in PAIRS])
     ax.set_xlabel("from-scratch torch_ref against")

@@ -22,7 +22,7 @@ x_split = rng.standard_normal((2, 4, 8))  # mistake 1: (B, T, d_model)
 d_model, n_head, n_rows, n_keys = 512, 8, 500, 16
 d_head = d_model // n_head
 q = rng.standard_normal((n_rows, 1, d_head))  # one query per row
-k = rng.standard_normal((n_rows, n_keys, d_head))  # its 16 keys
+k = rng.standard_normal((n_rows, n_keys, d_head))  # its n_keys keys
 small = numpy_ref.MultiHeadAttention(8, 2)  # d_model = 8, two heads
 
 # %% [markdown]
@@ -146,9 +146,9 @@ glue.figure(
 # ## 2. Scaling by the head size
 #
 # Dividing by $\sqrt{d_\text{model}}$ instead of $\sqrt{d_\text{head}}$
-# flattens the weights. For 500 random unit-variance queries, each
-# against 16 keys, the cell takes the median of the largest softmax
-# weight with each scale.
+# flattens the weights. For `n_rows` random unit-variance queries, each
+# against `n_keys` keys, the cell takes the median of the largest
+# softmax weight with each scale.
 
 # %%
 right = numpy_ref.softmax(q @ k.swapaxes(-2, -1) / np.sqrt(d_head))

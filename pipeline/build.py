@@ -16,10 +16,11 @@ import os
 import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import cache, compose
+from pipeline import cache, compose, zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 # The code that turns a page script into its outputs: in every key.
@@ -29,6 +30,7 @@ RUNNERS = (
     "pipeline/compose.py",
     "pipeline/collect.py",
     "pipeline/output.py",
+    "pipeline/zygote.py",
 )
 PACKAGES = cache.PACKAGES + (
     "jupytext",
@@ -89,7 +91,7 @@ def stale(project, tasks=None):
     ]
 
 
-def run_task(task, project):
+def run_task(task, project, argv=None):
     """Execute one page's notebook; record its key last. Returns seconds."""
     from pipeline.notebooks import run_notebook
 
@@ -101,7 +103,7 @@ def run_task(task, project):
     began = time.perf_counter()
     written = []
     try:
-        run_notebook(task, project, written)
+        run_notebook(task, project, written, argv)
     finally:  # on failure too: the record lists what was written
         outputs = {
             r: cache.sha256(project.out / r)
@@ -142,8 +144,12 @@ def build(project=None, force=False, only=None, jobs=None, say=print):
     width = max(14, *(len(t.name) for t in tasks))
     failed, start = [], time.perf_counter()
     jobs = jobs or os.cpu_count() or 1
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = [(t, pool.submit(run_task, t, project)) for t in todo]
+    with ExitStack() as stack:
+        argv = None
+        if todo:  # kernels forked from one process that imported torch
+            argv = stack.enter_context(zygote.started()).kernel_argv()
+        pool = stack.enter_context(ThreadPoolExecutor(max_workers=jobs))
+        futures = [(t, pool.submit(run_task, t, project, argv)) for t in todo]
         for task, future in futures:
             try:
                 took = future.result()

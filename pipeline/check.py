@@ -50,12 +50,12 @@ RESULTS = [
     "attention_matrix.weighted_sum.output",
     "softmax_backward.score_grad",
     "softmax_backward.naive_grad",
-    "mistakes.mask_demo.zeroed_after",
-    "cache_mask.aligned",
-    "cache_mask.upper_left",
+    "pitfalls.mask_demo.zeroed_after",
+    "kv_cache.aligned",
+    "kv_cache.upper_left",
     "multiple_heads.total_params",
     "scaling.scaled_weights",
-    "parity.summary.sdpa",
+    "experiment.summary.sdpa",
 ]
 
 
@@ -171,6 +171,8 @@ class MethodShownError(TypeError):
 
 
 def _shown(value):
+    if isinstance(value, jinja2.Undefined):  # callable, but not a method
+        value._fail_with_undefined_error()
     if callable(value):
         raise MethodShownError(
             f"the placeholder prints {value!r}, not data: a key named "

@@ -29,8 +29,9 @@ NOTEBOOK_TIMEOUT_S = 300  # per cell
 KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def run_notebook(task, project, written):
-    """Compose a page's notebook, execute it alone, keep it if it runs."""
+def run_notebook(task, project, written, argv=None):
+    """Compose a page's notebook, execute it alone, keep it if it runs
+    (``argv``: the kernel's, as _execute takes it)."""
     import nbformat
 
     from pipeline.compose import compose
@@ -41,7 +42,7 @@ def run_notebook(task, project, written):
     # in an empty folder, by a kernel that cannot import the repository's
     # mha_ref: the notebook runs on what it carries, as a download does
     with tempfile.TemporaryDirectory(prefix="mha-notebook-") as folder:
-        _execute(nb, cwd=folder)
+        _execute(nb, cwd=folder, argv=argv)
     _check_sections(nb)
     _strip(nb)
     write_outputs(nb, name, project.out, written)
@@ -75,32 +76,40 @@ def _prepare(nb):
         cell.metadata.pop("lines_to_next_cell", None)
 
 
+def standalone_paths():
+    """sys.path for a kernel that sees no repository: this interpreter's
+    site-packages (numpy, torch, ipykernel), minus any folder holding an
+    mha_ref package."""
+    import sys
+
+    return [
+        p
+        for p in sys.path
+        if p and os.path.isdir(p) and not os.path.isdir(f"{p}/mha_ref")
+    ]
+
+
 def standalone_kernel_argv():
     """A python3 kernel's argv that sees no repository and no PYTHONPATH.
 
     ``-E`` ignores PYTHONPATH (and every PYTHON* variable), ``-S`` skips
     site, so no .pth file runs: not the editable install's finder, which
     would import this repository's mha_ref from anywhere. The kernel gets
-    this interpreter's site-packages back on sys.path (numpy, torch,
-    ipykernel), minus any folder holding an mha_ref package; its own
-    folder comes first, as in any kernel.
+    standalone_paths() back on sys.path; its own folder comes first, as
+    in any kernel. (zygote.py forks kernels with the same paths.)
     """
     import sys
 
-    paths = [
-        p
-        for p in sys.path
-        if p and os.path.isdir(p) and not os.path.isdir(f"{p}/mha_ref")
-    ]
     boot = (
-        f"import sys; sys.path[1:1] = {paths!r}; "
+        f"import sys; sys.path[1:1] = {standalone_paths()!r}; "
         "from ipykernel import kernelapp; kernelapp.launch_new_instance()"
     )
     return [sys.executable, "-E", "-S", "-c", boot, "-f", "{connection_file}"]
 
 
-def _execute(nb, cwd):
-    """Run every cell in a fresh standalone kernel started in ``cwd``."""
+def _execute(nb, cwd, argv=None):
+    """Run every cell in a fresh standalone kernel started in ``cwd``
+    (by ``argv``, a kernelspec's; default standalone_kernel_argv)."""
     from jupyter_client.kernelspec import KernelSpecManager
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
@@ -112,7 +121,7 @@ def _execute(nb, cwd):
         (spec / "kernel.json").write_text(
             json.dumps(
                 {
-                    "argv": standalone_kernel_argv(),
+                    "argv": argv or standalone_kernel_argv(),
                     "display_name": "Python 3 (no repository)",
                     "language": "python",
                     "env": KERNEL_ENV,

@@ -6,11 +6,4 @@ Add a topic by adding its file and its name here. Notebooks are every
 ``notebooks/*.py`` (jupytext percent scripts), executed into .ipynb.
 """
 
-TOPICS = [
-    "cache_mask",
-    "decoding",
-    "grouped_heads",
-    "online_softmax",
-    "layer_backward",
-    "edges",
-]
+TOPICS = []

@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from tests.docs import pages
-from tests.docs.pages import ROOT
+from pipeline import check as pages
+from pipeline.check import ROOT
 
 DATA = ROOT / "docs/generated/data"
 CHECKS = [
@@ -82,12 +82,14 @@ def test_check_includes_reports_vanished_section(repo):
 
         ```python
         --8<-- "mha_ref/demo.py:add"
-        --8<-- "mha_ref/demo.py:sub"
+        --8<-- "mha_ref/demo.py:ad"
         ```
         """
     problems = run(pages.check_includes, repo(page, module))
-    assert len(problems) == 1
-    assert problems[0].startswith("docs/page.md:5: section 'sub' vanished")
+    assert problems == [
+        "docs/page.md:5: mha_ref/demo.py has no section 'ad': did you "
+        "mean add? (its sections: add)"
+    ]
 
 
 def test_check_placeholders_reports_missing_value(repo):
@@ -98,8 +100,11 @@ def test_check_placeholders_reports_missing_value(repo):
         the gradient << softmax_backward.no_such_key | vec >>.
         """)
     (problem,) = run(pages.check_placeholders, root)
-    assert problem.startswith("docs/page.md:4: UndefinedError")
-    assert "no_such_key" in problem
+    assert problem.startswith(
+        "docs/page.md:4: << softmax_backward.no_such_key >>: "
+        "softmax_backward has no 'no_such_key'; (its names: "
+    )
+    assert "probabilities" in problem  # a name that exists there
 
 
 def test_check_placeholders_reports_a_method_shown_as_text(repo):
@@ -114,19 +119,19 @@ def test_check_placeholders_reports_a_method_shown_as_text(repo):
 
 
 def test_check_hand_typed_reports_typed_result(repo):
-    aligned = pages.load_data(ROOT)["cache_mask"]["aligned"]
+    aligned = pages.load_data(ROOT)["kv_cache"]["aligned"]
     typed = ", ".join(f"{x:g}" for x in aligned)  # "25, 30"
     root = repo(f"""
         # Demo
 
-        The cached queries see means << cache_mask.aligned | vec >>;
+        The cached queries see means << kv_cache.aligned | vec >>;
 
         that is, [{typed}].
         """)
     assert run(pages.check_hand_typed, root) == [
-        f"docs/page.md:5: '{typed}' types the result cache_mask.aligned by "
+        f"docs/page.md:5: '{typed}' types the result kv_cache.aligned by "
         "hand; it goes stale when the code changes: write "
-        "<< cache_mask.aligned | vec >> (or num, sci) instead"
+        "<< kv_cache.aligned | vec >> (or num, sci) instead"
     ]
 
 
@@ -142,3 +147,42 @@ def test_check_math_reports_formula_that_fails_to_parse(repo):
     assert problem.startswith(
         r"docs/page.md:5: KaTeX cannot parse '\\frac{1}{\\sqrt{d_k}'"
     )
+
+
+def test_check_command_prints_one_line_per_mistake(repo, capsys):
+    """What `make site`, `make serve` and `make fast` show: file:line and
+    the fix, one line each, no traceback, and a failing exit code."""
+    module = """
+        # --8<-- [start:cross-attention]
+        def cross(q, k):
+            return q @ k
+        # --8<-- [end:cross-attention]
+        """
+    root = repo(
+        """
+        # Demo
+
+        ```python
+        --8<-- "mha_ref/demo.py:cross-atention"
+        ```
+
+        ```python
+        print("typed")
+        ```
+
+        The rows: << scaling.first_rows >>.
+        """,
+        module,
+    )
+    assert pages.main(root) == 1
+    lines = capsys.readouterr().err.strip().split("\n")
+    assert [line.split(":")[:2] for line in lines] == [
+        ["docs/page.md", "4"],
+        ["docs/page.md", "8"],
+        ["docs/page.md", "11"],
+    ]
+    assert "did you mean cross-attention?" in lines[0]
+    assert "code typed on the page" in lines[1]
+    assert "scaling has no 'first_rows'" in lines[2]
+    assert "sqrt_d_head" in lines[2]  # the names that exist there
+    assert not any("Traceback" in line for line in lines)

@@ -65,52 +65,60 @@ def assert_close(got, expected, tol=ATOL64, names=("dq", "dk", "dv")):
 
 # The forward and backward passes, each taking NumPy inputs
 
+TILES = {"block_q": 2, "block_k": 3}  # ragged last blocks
 
-def _torch_call(fn, *arrays, mask=None, **kw):
-    return fn(*(t(a) for a in arrays), t(mask), **kw)
+
+def forward_numpy_ref(q, k, v, mask=None, **kw):
+    return numpy_ref.attention(q, k, v, mask, **kw)[0]
+
+
+def forward_torch_ref(q, k, v, mask=None, **kw):
+    return torch_ref.attention(t(q), t(k), t(v), t(mask), **kw)[0]
+
+
+def forward_tiled_numpy(q, k, v, mask=None, **kw):
+    return tiled.tiled_attention_numpy(q, k, v, mask, **TILES, **kw)
+
+
+def forward_tiled_torch(q, k, v, mask=None, **kw):
+    return tiled.tiled_attention_torch(
+        t(q), t(k), t(v), t(mask), **TILES, **kw
+    )
+
+
+def backward_numpy_ref(q, k, v, dout, mask=None, **kw):
+    return numpy_ref.attention_backward(q, k, v, dout, mask, **kw)
+
+
+def backward_torch_ref(q, k, v, dout, mask=None, **kw):
+    return torch_ref.attention_backward(
+        t(q), t(k), t(v), t(dout), t(mask), **kw
+    )
+
+
+def backward_tiled_numpy(q, k, v, dout, mask=None, **kw):
+    return tiled.tiled_attention_backward_numpy(
+        q, k, v, dout, mask, **TILES, **kw
+    )
+
+
+def backward_tiled_torch(q, k, v, dout, mask=None, **kw):
+    return tiled.tiled_attention_backward_torch(
+        t(q), t(k), t(v), t(dout), t(mask), **TILES, **kw
+    )
 
 
 FORWARDS = {
-    "numpy_ref": lambda q, k, v, mask=None, **kw: numpy_ref.attention(
-        q, k, v, mask, **kw
-    )[0],
-    "torch_ref": lambda q, k, v, mask=None, **kw: _torch_call(
-        torch_ref.attention, q, k, v, mask=mask, **kw
-    )[0],
-    "tiled_numpy": lambda q, k, v, mask=None, **kw: (
-        tiled.tiled_attention_numpy(q, k, v, mask, block_q=2, block_k=3, **kw)
-    ),
-    "tiled_torch": lambda q, k, v, mask=None, **kw: _torch_call(
-        partial(tiled.tiled_attention_torch, block_q=2, block_k=3),
-        q,
-        k,
-        v,
-        mask=mask,
-        **kw,
-    ),
+    "numpy_ref": forward_numpy_ref,
+    "torch_ref": forward_torch_ref,
+    "tiled_numpy": forward_tiled_numpy,
+    "tiled_torch": forward_tiled_torch,
 }
-
 BACKWARDS = {
-    "numpy_ref": lambda q, k, v, dout, mask=None, **kw: (
-        numpy_ref.attention_backward(q, k, v, dout, mask, **kw)
-    ),
-    "torch_ref": lambda q, k, v, dout, mask=None, **kw: _torch_call(
-        torch_ref.attention_backward, q, k, v, dout, mask=mask, **kw
-    ),
-    "tiled_numpy": lambda q, k, v, dout, mask=None, **kw: (
-        tiled.tiled_attention_backward_numpy(
-            q, k, v, dout, mask, block_q=2, block_k=3, **kw
-        )
-    ),
-    "tiled_torch": lambda q, k, v, dout, mask=None, **kw: _torch_call(
-        partial(tiled.tiled_attention_backward_torch, block_q=2, block_k=3),
-        q,
-        k,
-        v,
-        dout,
-        mask=mask,
-        **kw,
-    ),
+    "numpy_ref": backward_numpy_ref,
+    "torch_ref": backward_torch_ref,
+    "tiled_numpy": backward_tiled_numpy,
+    "tiled_torch": backward_tiled_torch,
 }
 
 
@@ -139,6 +147,14 @@ def random_60():
     return tuple(draw((1, 2, 6, 64), seed, scale=60.0) for seed in range(4))
 
 
+def _dtype_name(dtype):
+    return (
+        str(dtype).removeprefix("torch.")
+        if isinstance(dtype, torch.dtype)
+        else np.dtype(dtype).name
+    )
+
+
 LOW_PRECISION = [
     ("numpy_ref", np.float16),
     ("tiled_numpy", np.float16),
@@ -153,18 +169,19 @@ LOW_PRECISION = [
 @pytest.mark.parametrize(
     ("name", "dtype"),
     LOW_PRECISION,
-    ids=[f"{n}-{d}" for n, d in LOW_PRECISION],
+    ids=lambda case: case if isinstance(case, str) else _dtype_name(case),
 )
 def test_backward_low_precision_computes_in_float32(name, dtype, inputs):
     arrays = inputs()
     if isinstance(dtype, torch.dtype):  # bfloat16: no NumPy twin
         low = [torch.from_numpy(a).to(dtype) for a in arrays]
-        grads = {
+        fn = {
             "torch_ref": torch_ref.attention_backward,
             "tiled_torch": partial(
-                tiled.tiled_attention_backward_torch, block_q=2, block_k=3
+                tiled.tiled_attention_backward_torch, **TILES
             ),
-        }[name](*low)
+        }[name]
+        grads = fn(*low)
         rounded = [x.double().numpy() for x in low]
         expected_dtype = dtype  # the forward's output dtype
     else:

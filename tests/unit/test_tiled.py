@@ -13,9 +13,9 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from bench.memory import peak_bytes_numpy, peak_bytes_torch_cpu
 from mha_ref import numpy_ref, tiled, torch_ref
 from mha_ref.tolerances import atol
-from topics.online_softmax import peak_bytes_numpy, peak_bytes_torch_cpu
 
 LEAD = (2, 3)  # (B, H)
 D, DV = 4, 5  # head sizes of q/k and of v

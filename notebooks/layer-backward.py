@@ -1,0 +1,365 @@
+# %% [markdown]
+# ## Your turn: attention_backward against autograd
+#
+# One causal attention of 2 heads, 5 positions, float64. PyTorch's
+# autograd differentiates $L = \sum O \odot dO$ through
+# `torch_ref.attention`; `numpy_ref.attention_backward` computes the
+# same gradients by hand. Edit the whole NumPy `attention-backward`
+# section above (drop the `/ math.sqrt(d)` of `dq`, say), run it, then
+# rerun this cell: only the gradients that step feeds jump. (Edit the
+# whole function rather than one of its step cells: when the notebook
+# runs top to bottom, the whole-function cell comes later and would put
+# the step back.)
+
+# %%
+import gc
+import tracemalloc
+
+import numpy as np
+import torch
+
+import glue
+from mha_ref import numpy_ref, tiled, tolerances, torch_ref
+
+fmt = glue.fmt
+rng = np.random.default_rng(0)
+H, T, d = 2, 5, 4
+q, k, v, dout = (rng.standard_normal((H, T, d)) for _ in range(4))
+mask = numpy_ref.causal_mask(T)  # (T, T)
+leaves = [torch.tensor(a, requires_grad=True) for a in (q, k, v)]
+out, _ = torch_ref.attention(*leaves, torch.from_numpy(mask))
+out.backward(torch.from_numpy(dout))  # dL/dO = dout
+ours = numpy_ref.attention_backward(q, k, v, dout, mask)
+for name, mine, leaf in zip(["dq", "dk", "dv"], ours, leaves, strict=True):
+    diff = np.abs(mine - leaf.grad.numpy()).max()
+    print(f"{name}: max |ours - autograd| {diff:.1e}")
+
+# %% [markdown]
+# ## Every gradient against autograd
+#
+# `MultiHeadAttention.backward` returns the gradient of every weight,
+# bias and input. `autograd_layer` copies the same weights into
+# `torch_ref.MultiHeadAttention` (its `nn.Linear` weights are the
+# transposes) and gets the gradients from autograd. Three layers with
+# biases, in float64: self-attention with a causal mask,
+# cross-attention with key padding, and grouped key/value heads with
+# RoPE. Add a layer to `configs`.
+
+
+# %%
+def autograd_layer(layer, x, dy, mask, context):
+    """Every gradient by autograd, in numpy_ref's x @ W layout."""
+    module = torch_ref.MultiHeadAttention(
+        layer.d_model,
+        layer.n_head,
+        n_kv_head=layer.n_kv_head,
+        bias=layer.bq is not None,
+        rope=layer.rope,
+        dtype=torch.float64,
+    )
+    with torch.no_grad():
+        for name in "qkvo":
+            linear = getattr(module, f"w{name}")
+            linear.weight.copy_(torch.from_numpy(getattr(layer, f"W{name}").T))
+            if linear.bias is not None:
+                linear.bias.copy_(torch.from_numpy(getattr(layer, f"b{name}")))
+    inputs = {"x": torch.from_numpy(x).requires_grad_()}
+    if context is not None:
+        inputs["context"] = torch.from_numpy(context).requires_grad_()
+    mask_t = None if mask is None else torch.from_numpy(mask)
+    y, _ = module(inputs["x"], mask_t, inputs.get("context"))
+    y.backward(torch.from_numpy(dy))
+    grads = {name: t.grad.numpy() for name, t in inputs.items()}
+    for name in "qkvo":
+        linear = getattr(module, f"w{name}")
+        grads[f"W{name}"] = linear.weight.grad.numpy().T  # x @ W layout
+        if linear.bias is not None:
+            grads[f"b{name}"] = linear.bias.grad.numpy()
+    return grads
+
+
+batch, d_model, n_head = 2, 16, 4
+# name: (Tq, Tk or None for self-attention, n_kv_head, rope, mask)
+configs = {
+    "self-causal": (6, None, n_head, False, "causal"),
+    "cross": (5, 9, n_head, False, "padding"),
+    "gqa-rope": (6, None, 2, True, "causal"),
+}
+rng = np.random.default_rng(0)
+results = {}
+for name, (tq, tk, n_kv_head, rope, kind) in configs.items():
+    layer = numpy_ref.MultiHeadAttention(
+        d_model, n_head, n_kv_head=n_kv_head, bias=True, rope=rope, seed=0
+    )
+    x = rng.standard_normal((batch, tq, d_model))
+    context = None
+    if tk is not None:
+        context = rng.standard_normal((batch, tk, d_model))
+    if kind == "causal":
+        mask = numpy_ref.causal_mask(tq)  # (Tq, Tq)
+    else:  # key padding: the last 3 keys of the second sequence
+        lengths = np.array([tk, tk - 3])
+        mask = numpy_ref.key_padding_mask(lengths, tk)  # (B, 1, 1, Tk)
+    dy = rng.standard_normal((batch, tq, d_model))
+    ours = layer.backward(x, dy, mask, context)
+    expected = autograd_layer(layer, x, dy, mask, context)
+    if sorted(ours) != sorted(expected):
+        raise ValueError(f"{name}: {sorted(ours)} != {sorted(expected)}")
+    results[name] = {
+        "tq": tq,
+        "tk": tk or tq,
+        "cross": tk is not None,
+        "n_head": n_head,
+        "n_kv_head": n_kv_head,
+        "rope": rope,
+        "mask": kind,
+        "diffs": {p: float(np.abs(ours[p] - expected[p]).max()) for p in ours},
+    }
+glue.value("configs", results)
+glue.value(
+    "max_abs_diff",
+    max(max(r["diffs"].values()) for r in results.values()),
+)
+glue.value("tolerance", tolerances.atol("float64"))
+glue.value("d_model", d_model)
+glue.value("batch", batch)
+
+
+def diff_text(x):
+    return "0" if x == 0 else f"{x:.1e}"
+
+
+params = ["x", "context", "Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo"]
+glue.table(
+    "layer-backward-grads",
+    ["gradient", "self", "cross", "GQA"],
+    [
+        [f"`{p}`"]
+        + [
+            diff_text(r["diffs"][p]) if p in r["diffs"] else "–"
+            for r in results.values()
+        ]
+        for p in params
+    ],
+    "lrrr",
+)
+
+# %% [markdown]
+# ## What the forward pass saves: $D$
+#
+# The tiled backward never holds $A$ or $dA$ whole, so it cannot sum
+# $dA \odot A$ over a row; it uses
+# $D = \operatorname{rowsum}(dO \odot O)$ instead, equal by $(9)$. On
+# causal attention of 2 heads, 64 positions of size 64:
+
+# %%
+lead, t, d_head = (1, 2), 64, 64  # (B, H), T and d_head
+rng = np.random.default_rng(0)
+q, k, v, dout = (rng.standard_normal((*lead, t, d_head)) for _ in range(4))
+out, weights = numpy_ref.attention(q, k, v, numpy_ref.causal_mask(t))
+d_weights = dout @ np.swapaxes(v, -2, -1)  # dA = dO V^T, (..., T, T)
+via_a = np.sum(d_weights * weights, axis=-1)  # (..., T)
+via_o = np.sum(dout * out, axis=-1)  # (..., T)
+glue.value("rowsum_identity_diff", float(np.abs(via_a - via_o).max()))
+
+# %% [markdown]
+# ## The tiled backward against the plain one
+#
+# Causal, 1 sequence of 2 heads of size 64 at $T = 128$, blocks of
+# 64 x 64: the first inputs of the memory comparison below. Try blocks
+# of 2 queries by 3 keys.
+
+# %%
+lengths = [128, 256, 512, 1024]
+block = 64
+blocks = {"block_q": block, "block_k": block}
+rng = np.random.default_rng(0)
+q, k, v, dout = (
+    rng.standard_normal((*lead, lengths[0], d_head)) for _ in range(4)
+)
+plain = numpy_ref.attention_backward(
+    q, k, v, dout, numpy_ref.causal_mask(lengths[0])
+)
+tiled_np = tiled.tiled_attention_backward_numpy(
+    q, k, v, dout, causal=True, **blocks
+)
+tiled_t = tiled.tiled_attention_backward_torch(
+    *(torch.from_numpy(a) for a in (q, k, v, dout)), causal=True, **blocks
+)
+diffs = {}
+for name, p, a, b in zip(
+    ["dq", "dk", "dv"], plain, tiled_np, tiled_t, strict=True
+):
+    diffs[name] = max(np.abs(a - p).max(), np.abs(b.numpy() - p).max())
+    print(f"{name}: max |tiled - plain| {diffs[name]:.1e}")
+tiled_max_diff = float(max(diffs.values()))
+
+# %% [markdown]
+# ## What it saves
+#
+# `tracemalloc` sees every byte NumPy allocates. `peak_bytes_numpy`
+# runs the function once untraced (first-call caches), then records the
+# peak of two more calls, each after collecting the garbage and with
+# the collector off. The kernel's own threads allocate now and then,
+# and tracemalloc counts their bytes too: the smaller of the two peaks
+# is the call's own. `gc.freeze()` keeps the objects alive before the
+# call out of those collections, which then take milliseconds instead
+# of a third of a second. One small Python object (56 bytes) is alive
+# at the peak on some runs and not on others, and the plain backward's
+# peaks end 490 to 546 bytes past a KiB: rounding them to the nearest
+# KiB would flip between runs; rounding down does not.
+
+
+# %%
+def peak_bytes_numpy(fn, *args, **kwargs):
+    """Peak bytes allocated while fn runs (tracemalloc sees NumPy)."""
+    gc.freeze()  # alive now: not garbage, and not scanned below
+    try:
+        fn(*args, **kwargs)  # warm-up, untraced
+        peaks = []
+        for _ in range(2):  # the smaller: without the kernel's threads
+            gc.collect()  # the previous call's garbage
+            gc.disable()  # a collection mid-call would move the peak
+            tracemalloc.start()
+            try:
+                fn(*args, **kwargs)
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
+                gc.enable()
+        return min(peaks)
+    finally:
+        gc.unfreeze()
+
+
+def peak_kib(fn, *args, **kwargs):
+    """peak_bytes_numpy rounded down to a whole KiB (1024 bytes)."""
+    return 1024 * (peak_bytes_numpy(fn, *args, **kwargs) // 1024)
+
+
+rng = np.random.default_rng(0)  # T = 128: the inputs above
+plain_peak, tiled_peak = [], []
+for t in lengths:
+    q, k, v, dout = (rng.standard_normal((*lead, t, d_head)) for _ in range(4))
+    mask = numpy_ref.causal_mask(t)  # (T, T)
+    plain_peak.append(
+        peak_kib(numpy_ref.attention_backward, q, k, v, dout, mask)
+    )
+    tiled_peak.append(
+        peak_kib(
+            tiled.tiled_attention_backward_numpy,
+            q,
+            k,
+            v,
+            dout,
+            causal=True,
+            **blocks,
+        )
+    )
+itemsize = np.dtype(np.float64).itemsize
+heads = int(np.prod(lead))
+memory = glue.value(
+    "memory",
+    {
+        "lengths": lengths,
+        "batch": lead[0],
+        "n_head": lead[1],
+        "d_head": d_head,
+        "block": block,
+        "dtype": "float64",
+        "plain_peak_bytes": plain_peak,
+        "tiled_peak_bytes": tiled_peak,
+        "memory_ratio": [
+            p / b for p, b in zip(plain_peak, tiled_peak, strict=True)
+        ],
+        # peak at the largest T over peak at half of it: ~4 vs ~2
+        "plain_growth": plain_peak[-1] / plain_peak[-2],
+        "tiled_growth": tiled_peak[-1] / tiled_peak[-2],
+        # one (T, T) matrix of all heads, as A, dA or dS each are
+        "matrix_mib": [heads * t * t * itemsize / 2**20 for t in lengths],
+        # the plain peak at the largest T, in (T, T) matrices of all heads
+        "plain_in_matrices": plain_peak[-1]
+        / (heads * lengths[-1] ** 2 * itemsize),
+        "tiled_max_diff": tiled_max_diff,
+        "tiled_diff_length": lengths[0],
+    },
+)
+
+
+def mib(n_bytes):
+    return n_bytes / 2**20
+
+
+glue.table(
+    "layer-backward-memory",
+    [
+        "T",
+        "one T x T (MiB)",
+        "plain (MiB)",
+        "tiled (MiB)",
+        "plain / tiled",
+    ],
+    [
+        [str(t), fmt(s, 3), fmt(mib(p), 3), fmt(mib(b), 3), fmt(p / b, 3)]
+        for t, s, p, b in zip(
+            lengths,
+            memory["matrix_mib"],
+            plain_peak,
+            tiled_peak,
+            strict=True,
+        )
+    ],
+    "rrrrr",
+)
+
+# %% [markdown]
+# Both peaks against $T$ on log-log axes: a straight line of slope 2 is
+# $T^2$ growth.
+
+# %%
+mib_ticks = [1, 2, 5, 10, 20, 50, 100, 200]  # the y axis
+
+
+def draw(fig, theme):
+    ax = fig.subplots()
+    ax.plot(
+        lengths,
+        [mib(x) for x in plain_peak],
+        "o-",
+        color=theme.series[1],
+        label="plain backward (T x T)",
+    )
+    ax.plot(
+        lengths,
+        [mib(x) for x in tiled_peak],
+        "s-",
+        color=theme.series[0],
+        label=f"tiled backward ({block} x {block})",
+    )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xticks(lengths, [str(t) for t in lengths])
+    ax.set_yticks(mib_ticks, [str(t) for t in mib_ticks])
+    ax.minorticks_off()
+    ax.set_xlabel("sequence length T (log scale)")
+    ax.set_ylabel("peak memory (MiB, log scale)")
+    ax.set_title("Peak memory of the backward pass")
+    ax.grid(True, alpha=0.4)
+    ax.set_ylim(0.8, 250)  # room for the legend above the lines
+    ax.legend(loc="upper left")
+
+
+glue.figure(
+    "layer-backward-memory",
+    draw,
+    figsize=(5.6, 3.4),
+    alt=(
+        f"Log-log line chart of peak memory against sequence length T "
+        f"from {lengths[0]} to {lengths[-1]}, causal attention backward "
+        f"in NumPy with {lead[1]} heads of size {d_head} in float64. "
+        f"The plain backward grows {fmt(memory['plain_growth'], 2)} times "
+        f"when T doubles and reaches {fmt(mib(plain_peak[-1]), 3)} MiB; "
+        f"the tiled backward grows {fmt(memory['tiled_growth'], 2)} times "
+        f"and reaches {fmt(mib(tiled_peak[-1]), 3)} MiB."
+    ),
+)
