@@ -63,6 +63,18 @@ class AttentionOnly(nn.Module):
         return self.unembed(x), torch.stack(weights), torch.stack(heads)
         # --8<-- [end:forward]
 
+    # --8<-- [start:fast-forward]
+    def logits(self, tokens):
+        """The same logits through SDPA, without weights: for training."""
+        _check_run(self, tokens, None, None, None)
+        t = tokens.shape[1]
+        x = self.embed(tokens) + self.pos_embed.weight[:t]  # (B, T, d)
+        mask = torch_ref.causal_mask(t, device=tokens.device)  # (T, T)
+        for mha in self.layers:
+            x = x + torch_ref.sdpa_forward(mha, x, mask)  # (B, T, d)
+        return self.unembed(x)  # (B, T, vocab)
+        # --8<-- [end:fast-forward]
+
 
 def _check_run(model, tokens, keep, patch, source):
     if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
@@ -170,7 +182,7 @@ def train(model, steps, generator, batch_size=64, lr=3e-3):
         batch = repeated_segments(
             batch_size, model.t_max, model.vocab, generator
         )
-        logits, _, _ = model(batch.tokens)  # (B, T, vocab)
+        logits = model.logits(batch.tokens)  # (B, T, vocab), via SDPA
         where = batch.copy_from[:, :-1] >= 0  # (B, T - 1)
         guess = logits[:, :-1][where]  # (N, vocab) predicts token i + 1
         target = batch.tokens[:, 1:][where]  # (N,)

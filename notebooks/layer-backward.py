@@ -98,8 +98,8 @@ for name, (tq, tk, n_kv_head, rope, kind) in configs.items():
     if kind == "causal":
         mask = numpy_ref.causal_mask(tq)  # (Tq, Tq)
     else:  # key padding: the last 3 keys of the second sequence
-        lengths = np.array([tk, tk - 3])
-        mask = numpy_ref.key_padding_mask(lengths, tk)  # (B, 1, 1, Tk)
+        seq_lengths = np.array([tk, tk - 3])
+        mask = numpy_ref.key_padding_mask(seq_lengths, tk)  # (B, 1, 1, Tk)
     dy = rng.standard_normal((batch, tq, d_model))
     ours = layer.backward(x, dy, mask, context)
     expected = autograd_layer(layer, x, dy, mask, context)
@@ -149,8 +149,9 @@ glue.table(
 #
 # The tiled backward never holds $A$ or $dA$ whole, so it cannot sum
 # $dA \odot A$ over a row; it uses
-# $D = \operatorname{rowsum}(dO \odot O)$ instead, equal by $(9)$. On
-# causal attention of 2 heads, 64 positions of size 64:
+# $D = \operatorname{rowsum}(dO \odot O)$ instead, the same numbers
+# (equation (9) of the page). On causal attention of 2 heads, 64
+# positions of size 64:
 
 # %%
 lead, t, d_head = (1, 2), 64, 64  # (B, H), T and d_head
@@ -198,16 +199,16 @@ tiled_max_diff = float(max(diffs.values()))
 # ## What it saves
 #
 # `tracemalloc` sees every byte NumPy allocates. `peak_bytes_numpy`
-# runs the function once untraced (first-call caches), then records the
-# peak of two more calls, each after collecting the garbage and with
-# the collector off. The kernel's own threads allocate now and then,
-# and tracemalloc counts their bytes too: the smaller of the two peaks
-# is the call's own. `gc.freeze()` keeps the objects alive before the
-# call out of those collections, which then take milliseconds instead
-# of a third of a second. One small Python object (56 bytes) is alive
-# at the peak on some runs and not on others, and the plain backward's
-# peaks end 490 to 546 bytes past a KiB: rounding them to the nearest
-# KiB would flip between runs; rounding down does not.
+# records the peak of two calls, each after collecting the garbage and
+# with the collector off. The first call may fill caches, and the
+# kernel's own threads allocate now and then (tracemalloc counts their
+# bytes too): the smaller of the two peaks is the call's own.
+# `gc.freeze()` keeps the objects alive before the call out of those
+# collections, which then take milliseconds instead of a third of a
+# second. A small Python object (56 bytes) is alive at the peak on some
+# runs and not on others: the peaks are rounded down to a whole KiB.
+# Causal backward, 1 sequence of 2 heads of size 64 in float64, blocks
+# of 64 x 64, as $T$ doubles; both calls include the forward pass.
 
 
 # %%
@@ -215,9 +216,8 @@ def peak_bytes_numpy(fn, *args, **kwargs):
     """Peak bytes allocated while fn runs (tracemalloc sees NumPy)."""
     gc.freeze()  # alive now: not garbage, and not scanned below
     try:
-        fn(*args, **kwargs)  # warm-up, untraced
         peaks = []
-        for _ in range(2):  # the smaller: without the kernel's threads
+        for _ in range(2):  # the smaller: no first-call caches, no threads
             gc.collect()  # the previous call's garbage
             gc.disable()  # a collection mid-call would move the peak
             tracemalloc.start()

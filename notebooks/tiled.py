@@ -1,8 +1,9 @@
 # %% [markdown]
 # ## One row, block by block
 #
-# Causal attention on 2 heads of 10 positions. First the online softmax
-# alone: the first query against all ten keys (no mask), by hand. Fold
+# Random queries, keys and values for 2 heads of 10 positions (the next
+# cells use them too). First the online softmax alone: the first query
+# against all ten keys (no mask), by hand. Fold
 # blocks of 3 keys into the running maximum $m$, sum $\ell$ and
 # unnormalised output $O$ with `online_softmax_update_numpy`, and print
 # them after each block. When a block brings a larger score (here the
@@ -177,11 +178,11 @@ glue.table(
 # ## Peak memory, plain and tiled
 #
 # `tracemalloc` sees every byte NumPy allocates. `peak_bytes_numpy`
-# runs the function once untraced (first-call caches), then records the
-# peak of two more calls, each after collecting the garbage and with
-# the collector off, so a collection mid-call cannot move it. The
-# kernel's own threads allocate now and then, and tracemalloc counts
-# their bytes too: the smaller of the two peaks is the call's own.
+# records the peak of two calls, each after collecting the garbage and
+# with the collector off, so a collection mid-call cannot move it. The
+# first call may fill caches, and the kernel's own threads allocate now
+# and then (tracemalloc counts their bytes too): the smaller of the two
+# peaks is the call's own.
 # `gc.freeze()` keeps the objects alive before the call (torch's, the
 # kernel's) out of those collections, which then take milliseconds
 # instead of a third of a second. A few bytes of Python objects still
@@ -195,9 +196,8 @@ def peak_bytes_numpy(fn, *args, **kwargs):
     """Peak bytes allocated while fn runs (tracemalloc sees NumPy)."""
     gc.freeze()  # alive now: not garbage, and not scanned below
     try:
-        fn(*args, **kwargs)  # warm-up, untraced
         peaks = []
-        for _ in range(2):  # the smaller: without the kernel's threads
+        for _ in range(2):  # the smaller: no first-call caches, no threads
             gc.collect()  # the previous call's garbage
             gc.disable()  # a collection mid-call would move the peak
             tracemalloc.start()
@@ -286,10 +286,10 @@ glue.table(
 # ## Time, from the benchmark report
 #
 # Time depends on the machine, so this notebook does not measure it:
-# the times come from the committed benchmark report `bench/report.json`
-# (written by `make bench`, with the environment that measured them),
-# which this notebook carries. A two-thread laptop and a server give
-# other seconds; measure your own with `%timeit`.
+# the seconds below come from the committed benchmark report,
+# `bench/report.json`, written by `make bench` with the machine and the
+# versions that measured them (this notebook carries a copy). Your
+# machine gives other seconds: measure them with `%timeit`.
 
 # %%
 with open("bench/report.json") as handle:
@@ -329,10 +329,10 @@ timing = glue.value(
 )
 
 
-def ms(seconds):
+def ms(value):
     """Milliseconds, 3 significant digits, whole above 100: 5.39, 2,686."""
-    ms = 1e3 * seconds
-    return f"{ms:,.0f}" if ms >= 100 else fmt(ms, 3)
+    millis = 1e3 * value
+    return f"{millis:,.0f}" if millis >= 100 else fmt(millis, 3)
 
 
 glue.table(

@@ -1,28 +1,20 @@
 """The generation step: every number, table and figure of the site.
 
-``python -m pipeline [--force] [--only TOPIC] [--out DIR]`` runs each
-topic listed in ``topics/__init__.py`` and each notebook in
-``topics/notebooks/``, skipping those whose inputs did not change, and
-writes ``docs/generated/``. Make runs it before ``mkdocs build`` and
-``mkdocs serve``; nothing else does.
+``python -m pipeline [--force] [--only PAGE] [--out DIR] [--watch]``
+runs each page's script (``notebooks/<page>.py``) as the page's
+notebook, in parallel, skipping pages whose inputs did not change, and
+writes ``docs/generated/``: data, tables, figures, exports (collect.py)
+and the executed notebooks. Make runs it before ``mkdocs build`` and
+``mkdocs serve``; ``make serve`` runs it with ``--watch`` beside the
+server. ``python -m pipeline.check`` then checks that the pages agree
+with the code and the data, and ``python -m pipeline.postbuild SITE``
+typesets the math of a built site.
 
-A topic module (``topics/<name>.py``)
--------------------------------------
-``compute() -> dict``
-    Plain data only (numbers, strings, bools, lists, dicts; NumPy arrays
-    and tensors are converted, NaN becomes "nan"); no prose. Written to
-    ``data/<name>.json``; pages read it as the variable ``<name>``
-    (``<< name.key | num >>``). Fix every seed.
-``render(data, out)`` (optional)
-    ``out.table(name, markdown)`` writes ``tables/<name>.md``;
-    ``out.figure(name, draw, alt, figsize=(7, 3.2))`` calls
-    ``draw(fig, theme)`` on a fresh matplotlib Figure once per colour
-    scheme (``theme.name`` is "light" or "dark"; colours in
-    pipeline/figures.py) and writes ``figures/<name>-<scheme>.svg``.
-    ``pipeline.output`` has ``markdown_table``, ``fmt`` and ``fmt_list``.
-``DEPENDS = ["mha_ref/numpy_ref.py", ...]`` (optional)
-    The files the outputs depend on (paths or globs from the repository
-    root); default every ``mha_ref/*.py``. With the topic's own file,
-    pipeline/output.py, pipeline/figures.py and the numpy, torch and
-    matplotlib versions, they make the cache key (pipeline/cache.py).
+build.py     which pages run (found, not declared), in parallel
+cache.py     a page's key: its script, what its notebook carries, runner,
+             package versions
+compose.py   a page's notebook: its sections, carried files, script cells
+notebooks.py executing it in a standalone kernel (zygote.py forks them)
+collect.py   what the cells glued -> the page's files
+check.py     pages against code and data, one line per problem
 """

@@ -10,6 +10,8 @@ is the page's generated example. A drifted case (a wrong scale injected
 through the window.mhaRef hook) shows the comparison fails.
 """
 
+import re
+
 import numpy as np
 import pagecheck
 import pytest
@@ -214,21 +216,30 @@ def test_attention_matrix_control_fails_with_a_wrong_scale(
     assert any(p.startswith("output[") for p in problems), problems
 
 
-# -- scaling: a d_k slider over the [8, -8] scores ------------------------
+# -- scaling: raw scores z*sqrt(d_k) grow with the head size -------------
 
 
-def scaling_problems(page, scores):
-    """Compare the scaling control with numpy_ref.softmax(s / sqrt(d))."""
+def scaling_problems(page, z):
+    """Compare the scaling control with numpy_ref.softmax, at its d_k.
+
+    The raw scores are z * sqrt(d_k), one standard deviation of a d_k-term
+    dot product per unit of z: unscaled, their softmax; scaled, the same
+    divided by sqrt(d_k).
+    """
     root = '[data-control="scaling"]'
     d = int(page.locator(f"{root} output").get_attribute("data-value"))
-    shown, _, problems = read_table(page, "scaling", "scaling")
-    if shown is None:
-        return problems
-    scaled = np.asarray(scores) / np.sqrt(d)
-    problems += mismatches(f"d_k={d} scores / sqrt(d_k)", shown[0], scaled)
-    problems += mismatches(
-        f"d_k={d} weights", shown[1], numpy_ref.softmax(scaled)
-    )
+    raw = np.asarray(z) * np.sqrt(d)
+    scaled = raw / np.sqrt(d)
+    problems = []
+    for role, scores in (("unscaled", raw), ("scaled", scaled)):
+        shown, _, more = read_table(page, "scaling", role)
+        problems += more
+        if shown is None:
+            continue
+        problems += mismatches(f"d_k={d} {role} scores", shown[0], scores)
+        problems += mismatches(
+            f"d_k={d} {role} weights", shown[1], numpy_ref.softmax(scores)
+        )
     return problems
 
 
@@ -237,6 +248,7 @@ def test_scaling_control_matches_numpy_ref(site_origin, open_page):
     root = '[data-control="scaling"]'
     scores = np.array(control_data(page, "scaling", "scores"))
     d_head = control_data(page, "scaling", "d-head")
+    z = scores / np.sqrt(d_head)  # the page's scores belong to d_head
     slider = page.locator(f'{root} input[data-option="d_k"]')
     shown_d = page.locator(f"{root} output")
     problems = []
@@ -245,23 +257,45 @@ def test_scaling_control_matches_numpy_ref(site_origin, open_page):
             f"starts at d_k={shown_d.get_attribute('data-value')}"
             f", not the page's {d_head}"
         )
-    problems += scaling_problems(page, scores)
+    problems += scaling_problems(page, z)
+    unscaled, _, _ = read_table(page, "scaling", "unscaled")
+    if unscaled is not None:  # the page's own example: [8, -8] raw
+        problems += mismatches("page's raw scores", unscaled[0], scores)
     # with the keyboard: Home is d_k = 1 (no scaling), then each step
     slider.focus()
     page.keyboard.press("Home")
     steps = int(slider.get_attribute("max"))
     rng = np.random.default_rng(3)
     for step in range(steps + 1):
-        if step % 3 == 1:  # new random scores now and then, some of
-            # them large: exp(5000) overflows unless the max is subtracted
+        if step % 3 == 1:  # new random z now and then, some of them
+            # large: exp(5000) overflows unless the max is subtracted
             offset = 5000.0 if step % 2 else 0.0
-            scores = offset + rng.normal(scale=10.0, size=scores.shape)
-            for j, s in enumerate(scores):
-                fill(page, f'{root} input[data-col="{j}"]', s)
-        problems += scaling_problems(page, scores)
+            z = offset + rng.normal(scale=3.0, size=z.shape)
+            for j, x in enumerate(z):
+                fill(page, f'{root} input[data-col="{j}"]', x)
+        problems += scaling_problems(page, z)
         slider.press("ArrowRight")
     problems += recorder.problems()
     assert not problems, "\n".join(problems)
+
+
+def test_scaling_control_unscaled_sharpens_scaled_stays(
+    site_origin, open_page
+):
+    """What the control teaches, on the page's own scores: as d_k grows,
+    the unscaled smallest weight falls, the scaled weights do not move."""
+    page, _ = open_control(open_page, site_origin, "scaling")
+    slider = page.locator('[data-control="scaling"] input[data-option="d_k"]')
+    slider.focus()
+    page.keyboard.press("Home")
+    unscaled, scaled = [], []
+    for _ in range(int(slider.get_attribute("max")) + 1):
+        unscaled.append(read_table(page, "scaling", "unscaled")[0][1])
+        scaled.append(read_table(page, "scaling", "scaled")[0][1])
+        slider.press("ArrowRight")
+    smallest = [row.min() for row in unscaled]
+    assert all(b < a for a, b in zip(smallest, smallest[1:])), smallest
+    assert np.allclose(scaled, scaled[0], rtol=0, atol=1e-15), scaled
 
 
 # -- the KV cache: cache length, new queries, the two masks --------------
@@ -374,6 +408,33 @@ def test_attention_js_matches_numpy_ref_on_random_shapes(
     assert not problems, "\n".join(problems)
 
 
+def test_attention_js_refuses_overflowing_scores_as_numpy_ref_does(
+    site_origin, open_page
+):
+    """Finite inputs whose q . k overflows: both refuse, neither NaNs."""
+    page, _ = open_control(open_page, site_origin, "attention-matrix")
+    cases = {
+        "+inf": ([[1e200]], [[1e200], [1.0]]),
+        "-inf row": ([[1e200]], [[-1e200]]),
+    }
+    for what, (q, k) in cases.items():
+        v = [[1.0]] * len(k)
+        with (
+            np.errstate(over="ignore"),
+            pytest.raises(ValueError, match="overflowed"),
+        ):
+            numpy_ref.attention(np.array(q), np.array(k), np.array(v))
+        message = page.evaluate(
+            """([q, k, v]) => {
+              try { window.mhaRef.attention(q, k, v, null); }
+              catch (error) { return error.message; }
+              return null;
+            }""",
+            [q, k, v],
+        )
+        assert message is not None and "overflowed" in message, what
+
+
 def test_attention_js_refuses_a_row_with_every_key_blocked(
     site_origin, open_page
 ):
@@ -392,8 +453,29 @@ def test_attention_js_refuses_a_row_with_every_key_blocked(
 # -- a reader's use: phone, keyboard, instant navigation -----------------
 
 
+# Every box of a control that holds a table: whether it is cut (scrolls),
+# and where each blocked cell sits against the screen.
+_BOXES = """name => {
+  const root = document.querySelector(`[data-control="${name}"]`);
+  const vw = document.documentElement.clientWidth;
+  return [...root.querySelectorAll(".mha-scroll")].map(box => {
+    const r = box.getBoundingClientRect();
+    return {
+      table: box.querySelector("caption")?.textContent || "",
+      cut: box.scrollWidth > box.clientWidth + 1,
+      hidden: [...box.querySelectorAll("td.mha-blocked")].filter(td => {
+        const c = td.getBoundingClientRect();
+        return c.right > Math.min(r.right, vw) + 1 || c.left < r.left - 1;
+      }).length,
+    };
+  });
+}"""
+
+
 @pytest.mark.parametrize("name", sorted(PAGES))
 def test_control_fits_a_phone(name, site_origin, open_page):
+    """At 390 px a control and every table in it fit: nothing, the
+    blocked cells least of all, hides behind a sideways scroll."""
     page, recorder = open_control(open_page, site_origin, name, viewport=PHONE)
     problems = pagecheck.overflow_problems(page)
     box = page.locator(f'[data-control="{name}"]').bounding_box()
@@ -402,6 +484,84 @@ def test_control_fits_a_phone(name, site_origin, open_page):
             f"the control spans {box['x']:.0f} to "
             f"{box['x'] + box['width']:.0f}px"
         )
+    for table in page.evaluate(_BOXES, name):
+        if table["cut"]:
+            problems.append(f"{table['table']!r} is wider than its box")
+        if table["hidden"]:
+            problems.append(
+                f"{table['table']!r}: {table['hidden']} blocked cell(s) "
+                "off the screen"
+            )
+    problems += recorder.problems()
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("name", sorted(PAGES))
+def test_control_says_it_counts_from_zero(name, site_origin, open_page):
+    """One convention: positions count from 0 (as the code does), the
+    control's first line says so, and its headers start at 0."""
+    page, _ = open_control(open_page, site_origin, name)
+    root = page.locator(f'[data-control="{name}"]')
+    caption = root.locator(".mha-caption").text_content()
+    assert "count from 0" in caption, caption
+    heads = root.locator("table:not(.mha-inputs) thead th").all_text_contents()
+    heads += root.locator("label.mha-field > span").all_text_contents()
+    numbers = [int(n) for h in heads for n in re.findall(r"\d+", h)]
+    assert 0 in numbers, heads  # key 0, v0, ... never key 1 first
+    rows = root.locator("table.mha-inputs tbody th").all_text_contents()
+    assert not rows or rows[0] == "0", rows
+
+
+# Out of range: typed into a control, each gets a message in the status
+# line and no result table, never a NaN or an Infinity on the screen.
+OUT_OF_RANGE = {
+    "attention-matrix": [
+        # finite inputs whose dot product overflows float64
+        ({'input[data-matrix="Q"][data-row="0"][data-col="0"]': "1e200",
+          'input[data-matrix="K"][data-row="0"][data-col="0"]': "1e200"},
+         "overflowed"),
+        ({'input[data-matrix="V"][data-row="1"][data-col="0"]': "1e400"},
+         "not a finite number"),
+        ({'input[data-matrix="K"][data-row="2"][data-col="1"]': ""},
+         "not a finite number"),
+        ({'input[data-option="padding"]': "9"}, "whole number"),
+    ],
+    "scaling": [
+        ({'input[data-col="0"]': "1e308"}, "beyond float64"),
+        ({'input[data-col="1"]': ""}, "must be a number"),
+    ],
+    "kv-cache": [
+        ({'input[data-matrix="values"][data-row="2"]': "1e400"},
+         "not a finite number"),
+        ({'input[data-option="cache"]': "7"}, "whole number"),
+        ({'input[data-option="new"]': "0"}, "whole number"),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(OUT_OF_RANGE))
+def test_control_refuses_out_of_range_inputs(name, site_origin, open_page):
+    page, recorder = open_control(open_page, site_origin, name)
+    root = f'[data-control="{name}"]'
+    problems = []
+    for inputs, expected in OUT_OF_RANGE[name]:
+        page.reload(wait_until="load")
+        page.wait_for_selector(f"{root}[data-ready]")
+        if name == "scaling":  # the largest d_k: z * sqrt(d_k) overflows
+            page.locator(f'{root} input[data-option="d_k"]').press("End")
+        for selector, text in inputs.items():
+            page.locator(f"{root} {selector}").fill(text)
+        status = page.locator(f"{root} .mha-status").text_content()
+        shown = page.locator(f"{root} .mha-results").text_content()
+        where = f"{name} {inputs}"
+        if expected not in status:
+            problems.append(f"{where}: status {status!r} lacks {expected!r}")
+        if shown.strip():
+            problems.append(f"{where}: still shows {shown[:60]!r}")
+        text = page.locator(root).text_content()
+        for bad in ("NaN", "Infinity"):
+            if bad in text.replace(status, ""):
+                problems.append(f"{where}: shows {bad}")
     problems += recorder.problems()
     assert not problems, "\n".join(problems)
 

@@ -4,6 +4,7 @@
 // number is a float64):
 //   S = Q K^T / sqrt(d_k)        scores, one row per query
 //   S[i][j] = -inf where blocked  mask: true = blocked
+//   (scores that overflowed float64 are refused, as in mha_ref)
 //   A = softmax over each row     subtract the row max, so exp() <= 1
 //   O = A V                       output
 // The browser tests (tests/browser/test_controls.py) feed it random
@@ -79,6 +80,36 @@
     });
   }
 
+  // Refuse scores that overflowed, as mha_ref.checks.scores_finite does:
+  // finite inputs of about 1e154 or more make q . k beyond float64 (NaN
+  // or +Infinity, or a row of -Infinity where the mask left a key).
+  function scoresFinite(masked, mask) {
+    masked.forEach(function (row, i) {
+      row.forEach(function (x, j) {
+        if (isNaN(x) || x === Infinity) {
+          throw new RangeError(
+            "score row " + i + ", column " + j + " is " + x + ": q \u00b7 k " +
+              "overflowed float64 though Q and K are finite; use smaller " +
+              "numbers (below about 1e154)"
+          );
+        }
+      });
+      var lost = row.every(function (x) {
+        return x === -Infinity;
+      });
+      var open = !mask || mask[i].some(function (blocked) {
+        return !blocked;
+      });
+      if (lost && open) {
+        throw new RangeError(
+          "every score of row " + i + " is -Infinity though the mask " +
+            "leaves it a key: q \u00b7 k overflowed float64; use smaller " +
+            "numbers (below about 1e154)"
+        );
+      }
+    });
+  }
+
   // q (Tq, d), k (Tk, d), v (Tk, dv), mask (Tq, Tk) or null, true = blocked.
   // divisor: what the scores are divided by, sqrt(d) unless given.
   function attention(q, k, v, mask, divisor) {
@@ -113,6 +144,7 @@
         });
       });
     }
+    scoresFinite(masked, mask);
     var weights = softmaxRows(masked); // each row sums to 1
     return { scores: scores, weights: weights, output: matmul(weights, v) };
   }

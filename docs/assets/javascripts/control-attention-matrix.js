@@ -24,7 +24,7 @@
       v: w.data(root, "v"),
     };
     var t = example.k.length;
-    var positions = window.mhaRef.range(1, t + 1);
+    var positions = window.mhaRef.range(0, t); // from 0, as in the code
     var exampleCausal = sameMask(w.data(root, "mask"),
                                  window.mhaRef.causalMask(t));
 
@@ -54,6 +54,8 @@
     var status = w.status();
 
     root.append(
+      w.caption("Rows of Q, K and V are positions; row i of the weights " +
+                "is query i, column j is key j."),
       w.el("div", { class: "mha-row" }, grids.map(function (g) {
         return g.node;
       })),
@@ -79,26 +81,27 @@
           return (causal.checked && future) || j >= t - pad;
         });
       });
-      var result;
+      var tables;
       try {
-        result = window.mhaRef.attention(
+        var result = window.mhaRef.attention(
           grids[0].read(), grids[1].read(), grids[2].read(), mask
         );
+        tables = [
+          w.numberTable("weights", "Weights A", result.weights, {
+            blocked: mask, rowHeads: positions, colHeads: positions,
+            corner: "query \\ key",
+          }),
+          w.numberTable("output", "Output O = AV", result.output, {
+            rowHeads: positions,
+          }),
+        ];
       } catch (error) {
+        // an empty box, a number beyond float64, scores that overflow:
+        // say what is wrong instead of showing NaN
         status.textContent = error.message;
         return;
       }
-      var keys = positions.map(function (p) {
-        return "key " + p;
-      });
-      results.append(
-        w.numberTable("weights", "Weights A", result.weights, {
-          blocked: mask, rowHeads: positions, colHeads: keys,
-        }),
-        w.numberTable("output", "Output O = AV", result.output, {
-          rowHeads: positions,
-        })
-      );
+      results.append.apply(results, tables);
       var blocked = [];
       if (causal.checked) {
         blocked.push("the future (causal mask)");

@@ -65,6 +65,9 @@
     var status = w.status();
 
     root.append(
+      w.caption("A cache of C positions holds keys 0 to C\u22121, " +
+                "the new queries sit at positions C, C+1, \u2026, and " +
+                "value vj belongs to key j."),
       w.el("div", { class: "mha-row mha-options" }, valueInputs),
       w.el("div", { class: "mha-row mha-options" }, [
         w.labelled("cached positions", cache),
@@ -102,29 +105,31 @@
         return [w.readNumber(label.querySelector("input"))];
       });
       var mask = maskFor(which, c, f);
-      var result, otherResult;
+      var otherResult, tables;
+      // rows: the new queries' positions; columns: every key's position
+      var rows = window.mhaRef.range(c, c + f);
+      var keys = window.mhaRef.range(0, c + f);
       try {
-        result = window.mhaRef.attention(zeros(f), zeros(c + f), v, mask);
+        var result = window.mhaRef.attention(zeros(f), zeros(c + f), v,
+                                             mask);
         otherResult = window.mhaRef.attention(
           zeros(f), zeros(c + f), v, maskFor(other, c, f)
         );
+        tables = [
+          w.numberTable("weights", "Weights, " + MASKS[which],
+                        result.weights, {
+                          blocked: mask, rowHeads: rows, colHeads: keys,
+                          corner: "query \\ key",
+                        }),
+          w.numberTable("output", "Output", result.output, {
+            rowHeads: rows, colHeads: ["mean"], corner: "query",
+          }),
+        ];
       } catch (error) {
         status.textContent = error.message;
         return;
       }
-      var rows = window.mhaRef.range(c, c + f).map(function (p) {
-        return "query pos " + p;
-      });
-      var keys = window.mhaRef.range(0, c + f).map(function (p) {
-        return "key " + p;
-      });
-      results.append(
-        w.numberTable("weights", "Weights, " + MASKS[which], result.weights,
-                      { blocked: mask, rowHeads: rows, colHeads: keys }),
-        w.numberTable("output", "Output", result.output, {
-          rowHeads: rows, colHeads: ["mean"],
-        })
-      );
+      results.append.apply(results, tables);
       var others = otherResult.output.map(function (row) {
         return w.format(row[0]);
       });

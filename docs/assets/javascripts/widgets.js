@@ -45,10 +45,24 @@
 
   // A table of numbers: rows x columns, with optional headers and a
   // blocked[i][j] mask (shown as a hatched 0). `role` names it for tests.
+  // opts.corner names the row and column headers ("query \ key"), in the
+  // top-left cell. A number that is not finite is refused (RangeError):
+  // a control shows a message, never NaN or Infinity.
   function numberTable(role, caption, rows, opts) {
     var o = opts || {};
+    rows.forEach(function (row, i) {
+      row.forEach(function (x, j) {
+        if (typeof x !== "number" || !isFinite(x)) {
+          throw new RangeError(caption + ": row " + i + ", column " + j +
+                               " is " + x + ", beyond float64");
+        }
+      });
+    });
     var head = o.colHeads
-      ? [el("thead", {}, [el("tr", {}, [el("th", { scope: "col" })].concat(
+      ? [el("thead", {}, [el("tr", {}, [
+          el("th", { scope: "col", class: "mha-corner",
+                     text: o.corner || "" }),
+        ].concat(
           o.colHeads.map(function (h) {
             return el("th", { scope: "col", text: h });
           })
@@ -88,13 +102,14 @@
           "data-matrix": name,
           "data-row": i,
           "data-col": j,
-          "aria-label": name + " row " + (i + 1) + ", column " + (j + 1),
+          "aria-label": name + " row " + i + ", column " + j,
         });
         input.addEventListener("input", onInput);
         inputs.push(input);
         return el("td", {}, [input]);
       });
-      return el("tr", {}, [el("th", { scope: "row", text: i + 1 })]
+      // rows are positions, counted from 0 as in the code
+      return el("tr", {}, [el("th", { scope: "row", text: i })]
         .concat(cells));
     }));
     var table = el("table", { class: "mha-inputs" }, [
@@ -147,6 +162,14 @@
                      "aria-live": "polite" });
   }
 
+  // The line that opens a control: what it shows, and how it counts.
+  // Every control counts positions (queries, keys, values) from 0, as
+  // the code does.
+  var COUNTING = "Positions count from 0, as in the code.";
+  function caption(text) {
+    return el("p", { class: "mha-caption", text: text + " " + COUNTING });
+  }
+
   window.mhaWidgets = {
     el: el,
     format: format,
@@ -156,6 +179,7 @@
     labelled: labelled,
     data: data,
     status: status,
+    caption: caption,
   };
   // control-*.js add a builder here: mhaControls["name"] = function (root)
   window.mhaControls = window.mhaControls || {};
