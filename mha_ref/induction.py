@@ -169,6 +169,33 @@ def corrupt(batch, vocab, generator):
     # --8<-- [end:corrupt]
 
 
+# --8<-- [start:rules]
+def rule_accuracy(batch, context):
+    """Accuracy of a rule with no weights: find the earlier position
+    whose last tokens match the current ones best (up to ``context``
+    tokens; the latest among equals) and predict the token after it."""
+    checks.positive_integer(context, "context")
+    tokens = batch.tokens  # (n, T)
+    t = tokens.shape[1]
+    same = tokens[:, :, None] == tokens[:, None, :]  # (n, Tq, Tk)
+    run = same.clone()  # the last r + 1 tokens match, for r < context
+    length = run.long()
+    for r in range(1, context):
+        back = torch.zeros_like(same)  # query i - r against key j - r
+        back[:, r:, r:] = same[:, :-r, :-r]
+        run = run & back
+        length = length + run.long()
+    i = torch.arange(t)
+    earlier = i[None, :] < i[:, None]  # (Tq, Tk): keys before the query
+    key = torch.where(earlier & (length > 0), length * t + i, -1)
+    best = key.argmax(dim=-1)  # (n, Tq) the chosen earlier position
+    guess = tokens.gather(1, (best + 1).clamp(max=t - 1))  # next token
+    found = key.amax(dim=-1) >= 0  # (n, Tq) some earlier match at all
+    right = found[:, :-1] & (guess[:, :-1] == tokens[:, 1:])  # (n, T - 1)
+    return right[batch.copy_from[:, :-1] >= 0].float().mean().item()
+    # --8<-- [end:rules]
+
+
 # --8<-- [start:train]
 def train(model, steps, generator, batch_size=64, lr=3e-3):
     """AdamW on fresh random batches; loss and accuracy of each step.
@@ -249,3 +276,44 @@ def patching(model, clean, corrupted):
                 restored[n, h] = (got - low) / (high - low)
     return restored
     # --8<-- [end:patching]
+
+
+def to_arrays(model):
+    """The weights as float NumPy arrays, each used as x @ W (in, out).
+
+    Keys: embed (vocab, d), pos_embed (t_max, d), unembed (d, vocab),
+    and "<layer>.wq" ... "<layer>.wo" (d_model, d_model).
+    """
+    arrays = {
+        "embed": model.embed.weight,
+        "pos_embed": model.pos_embed.weight,
+        "unembed": model.unembed.weight.T,  # nn.Linear stores (out, in)
+    }
+    for n, mha in enumerate(model.layers):
+        for name in ("wq", "wk", "wv", "wo"):
+            arrays[f"{n}.{name}"] = getattr(mha, name).weight.T
+    return {k: v.detach().cpu().numpy().copy() for k, v in arrays.items()}
+
+
+def from_arrays(arrays, n_head, dtype=torch.float64):
+    """An AttentionOnly holding the weights of to_arrays(model)."""
+    vocab, d_model = arrays["embed"].shape
+    t_max = arrays["pos_embed"].shape[0]
+    n_layer = len([k for k in arrays if k.endswith(".wq")])
+    model = AttentionOnly(vocab, t_max, d_model, n_head, n_layer)
+    model = model.to(dtype)
+    with torch.no_grad():
+        for key, value in to_arrays(model).items():
+            if arrays[key].shape != value.shape:
+                raise ValueError(
+                    f"arrays[{key!r}] has shape {arrays[key].shape}, "
+                    f"expected {value.shape}"
+                )
+        model.embed.weight.copy_(torch.as_tensor(arrays["embed"]))
+        model.pos_embed.weight.copy_(torch.as_tensor(arrays["pos_embed"]))
+        model.unembed.weight.copy_(torch.as_tensor(arrays["unembed"]).T)
+        for n, mha in enumerate(model.layers):
+            for name in ("wq", "wk", "wv", "wo"):
+                weight = torch.as_tensor(arrays[f"{n}.{name}"]).T
+                getattr(mha, name).weight.copy_(weight)
+    return model

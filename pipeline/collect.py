@@ -93,5 +93,5 @@ def _lighten(nb):
 
 
 def glued_names(nb):
-    """{name: kind} of what a saved notebook glued (tests read this)."""
-    return {r["name"]: r["kind"] for _, r in glued(nb)}
+    """{(kind, name)} of what a saved notebook glued (tests read this)."""
+    return {(r["kind"], r["name"]) for _, r in glued(nb)}

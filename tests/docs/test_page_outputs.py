@@ -18,11 +18,13 @@ from pipeline.collect import glued_names
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURE = re.compile(r"""figure\(\s*["']([\w-]+)["']\s*\)""")
+LOOP = re.compile(r"<%-?\s*for\s+(\w+)")
+KEY = re.compile(r"""\[\s*["']([\w-]+)["']\s*\]""")
 TABLE = re.compile(r'--8<--\s+"docs/generated/tables/([\w-]+)\.md"')
 
 
 def glued(root):
-    """{page variable: {name: kind}} from every executed notebook."""
+    """{page variable: {(kind, name)}} from every executed notebook."""
     found = {}
     for path in sorted((root / "docs/generated/notebooks").glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
@@ -34,20 +36,24 @@ def glued(root):
 
 def unglued(root):
     """page:line: what a page shows that no notebook cell glued."""
-    outputs = glued(root)
-    figures = {
-        n for g in outputs.values() for n, k in g.items() if k == "figure"
+    outputs = {
+        page: {name for kind, name in names if kind == "value"}
+        for page, names in glued(root).items()
     }
-    tables = {
-        n for g in outputs.values() for n, k in g.items() if k == "table"
-    }
+    everything = set().union(*glued(root).values())
+    figures = {name for kind, name in everything if kind == "figure"}
+    tables = {name for kind, name in everything if kind == "table"}
     problems = []
     for page, text in pages(root):
+        loops = set(LOOP.findall(text)) | {"loop"}  # <% for m in ... %>
         for number, line in enumerate(text.split("\n"), 1):
             where = f"{page}:{number}"
+            line = KEY.sub(lambda m: "." + m[1].replace("-", "_"), line)
             for dotted in _names(line) if PLACEHOLDER.search(line) else []:
                 variable, _, rest = dotted.partition(".")
                 name = rest.split(".")[0]
+                if variable in loops:
+                    continue
                 if variable in outputs and name not in outputs[variable]:
                     problems.append(f"{where}: {dotted} is no glued output")
                 elif variable not in outputs and name:

@@ -104,11 +104,11 @@ def test_build_writes_what_the_script_glued(built):
 def test_notebook_names_each_output_and_links_its_page(built):
     nb = nbformat.read(built.out / "notebooks/alpha.ipynb", as_version=4)
     assert glued_names(nb) == {
-        "x": "value",
-        "nan": "value",
-        "alpha": "table",
-        "alpha-line": "figure",
-        "alpha-weights": "export",
+        ("value", "x"),
+        ("value", "nan"),
+        ("table", "alpha"),
+        ("figure", "alpha-line"),
+        ("export", "alpha-weights"),
     }
     shown = [
         o.get("text", "") + o.get("data", {}).get("text/plain", "")
