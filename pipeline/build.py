@@ -32,12 +32,7 @@ RUNNERS = (
     "pipeline/output.py",
     "pipeline/zygote.py",
 )
-PACKAGES = cache.PACKAGES + (
-    "jupytext",
-    "nbclient",
-    "nbformat",
-    "ipykernel",
-)
+PACKAGES = (*cache.PACKAGES, "jupytext", "nbclient", "nbformat", "ipykernel")
 
 
 @dataclass
@@ -120,11 +115,13 @@ def run_task(task, project, argv=None):
 def build(project=None, force=False, only=None, jobs=None, say=print):
     """Run every page that is not cached; return the names that failed."""
     project = project or Project()
-    try:
-        tasks = discover(project)
-    except ValueError as exc:
-        say(f"  FAILED {exc}")
-        return ["discovery"]
+    tasks = discover(project)
+    orphans = compose.orphan_scripts(project.root)
+    for name in orphans:
+        say(
+            f"  FAILED {compose.SCRIPTS}/{name}.py: no page docs/{name}.md "
+            "(a page script is named after its page)"
+        )
     if only:
         unknown = sorted(set(only) - {t.name for t in tasks})
         if unknown:
@@ -142,7 +139,7 @@ def build(project=None, force=False, only=None, jobs=None, say=print):
     # longest first, so the slowest page starts at once, beside the rest
     todo.sort(key=lambda t: -cache.last_seconds(project, t.name))
     width = max(14, *(len(t.name) for t in tasks))
-    failed, start = [], time.perf_counter()
+    failed, start = list(orphans), time.perf_counter()
     jobs = jobs or os.cpu_count() or 1
     with ExitStack() as stack:
         argv = None
@@ -166,7 +163,7 @@ def build(project=None, force=False, only=None, jobs=None, say=print):
             say(f"  FAILED {exc}")
             failed.append("outputs")
     total = time.perf_counter() - start
-    ran = len(todo) - len(failed)
+    ran = len(todo) - len(set(failed) - set(orphans))
     cached = len(tasks) - len(todo)
     say(
         f"  total  {'':<{width}} {total:5.2f} s "

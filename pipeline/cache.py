@@ -2,14 +2,14 @@
 
 A page's key is the sha256 of its input files (its script, the files its
 notebook carries, the runner files; pipeline/build.py finds them), its
-recipe (the sections it shows), the package versions, the Python version, the platform and a
-device fingerprint (CUDA_VISIBLE_DEVICES and the GPUs the NVIDIA driver
-lists; torch is not imported for it). The key and the sha256 of each
-output go to ``.cache/generated/<task>.json``, written
-LAST; before a task runs its key is cleared, so an interrupted run
-leaves no valid key. A key whose outputs are missing or edited reruns
-the task. Files a task no longer writes, and the outputs of deleted
-tasks, are removed.
+recipe (the sections it shows), the package versions, the Python
+version, the platform and a device fingerprint (CUDA_VISIBLE_DEVICES and
+the GPUs the NVIDIA driver lists; torch is not imported for it). The key
+and the sha256 of each output go to ``.cache/generated/<page>.json``,
+written LAST; before a page runs its key is cleared, so an interrupted
+run leaves no valid key. A key whose outputs are missing or edited
+reruns the page. Files a page no longer writes, and the outputs of
+deleted pages, are removed.
 """
 
 import functools

@@ -16,7 +16,8 @@ through, or report it without the page line:
 - check_placeholders: a ``<< number >>`` the data does not have, with
   the names that exist there;
 - check_hand_typed: a result typed by hand instead of a placeholder;
-- check_math: a formula KaTeX cannot parse.
+- check_math: a formula KaTeX cannot parse, or one holding a control
+  character (a backslash escape Python ate: the TAB of "\theta").
 """
 
 import difflib
@@ -342,17 +343,39 @@ def formulas(text):
         yield line_of(text, match.start()), tex, display is not None
 
 
+# What "\t" of "\theta", "\f" of "\frac", "\b" of "\beta", "\r" of
+# "\rho", "\v" of "\vec" and "\a" of "\alpha" become in a Python string
+# without r"": KaTeX parses them, and "m\theta" renders as "m heta".
+EATEN = {
+    "\t": "TAB (the \\t of \\theta, \\tau)",
+    "\f": "a form feed (the \\f of \\frac)",
+    "\b": "a backspace (the \\b of \\beta, \\boldsymbol)",
+    "\r": "a carriage return (the \\r of \\rho, \\right)",
+    "\v": "a vertical tab (the \\v of \\vec, \\varepsilon)",
+    "\a": "a bell (the \\a of \\alpha)",
+}
+
+
 def check_math(root, typesetter=None):
     """Every formula on every page typeset by the vendored KaTeX.
 
     The same Typesetter as the build's post-step (pipeline/typeset_math),
-    so a formula that fails here also fails `make site`.
+    so a formula that fails here also fails `make site`. A formula with
+    a control character in it parses, and shows the wrong letters.
     """
     typesetter = typesetter or Typesetter()
     data = load_data(root)
     problems = []
     for page, text, _problem in rendered_pages(root, data):
         for line, tex, display in formulas(text or ""):
+            eaten = sorted({EATEN[c] for c in tex if c in EATEN})
+            if eaten:
+                message = (
+                    f"{tex.strip()!r} holds {' and '.join(eaten)}: a "
+                    f"backslash escape read by Python; double the "
+                    f"backslash, or write the string as r'...'"
+                )
+                problems.append(Problem(page, line, message))
             try:
                 typesetter.render(tex.strip(), display)
             except MathError as exc:

@@ -104,6 +104,14 @@ def section(line, cell):
 '''
 
 
+def orphan_scripts(root):
+    """Page scripts without a page of their name: their numbers would
+    have nowhere to go (the build refuses them, and runs the rest)."""
+    root = Path(root)
+    pages = {p.stem for p in (root / "docs").glob("*.md")}
+    return sorted(n for n in page_scripts(root) if n not in pages)
+
+
 def page_scripts(root):
     """{page name: script path} for every ``notebooks/<page>.py``."""
     root = Path(root)
@@ -112,17 +120,13 @@ def page_scripts(root):
 
 
 def page_notebooks(root):
-    """{name: recipe} for each page with code or a page script.
-
-    A page script without a page of its name raises ValueError: its
-    numbers would have nowhere to go.
-    """
+    """{name: recipe} for each page with code or a page script."""
     root = Path(root)
     scripts = page_scripts(root)
     recipes = {}
     for page in sorted((root / "docs").glob("*.md")):
         blocks, title = page_blocks(page.read_text(encoding="utf-8"))
-        script = scripts.pop(page.stem, None)
+        script = scripts.get(page.stem)
         if blocks or script:
             url = "" if page.stem == "index" else f"{page.stem}/"
             recipes[page.stem] = {
@@ -132,12 +136,6 @@ def page_notebooks(root):
                 "blocks": blocks,
                 "script": script and script.relative_to(root).as_posix(),
             }
-    if scripts:
-        names = ", ".join(f"{SCRIPTS}/{n}.py" for n in sorted(scripts))
-        raise ValueError(
-            f"{names}: no page of that name in docs/ (a page script is "
-            "named after its page: notebooks/NAME.py for docs/NAME.md)"
-        )
     for recipe in recipes.values():
         recipe["files"] = carried_files(root, recipe)
     return recipes
@@ -245,11 +243,11 @@ def _named_files(root, source):
     found = set()
     for node in ast.walk(ast.parse(source)):
         value = getattr(node, "value", None)
-        if isinstance(node, ast.Constant) and isinstance(value, str):
-            if "/" in value and "\n" not in value and len(value) < 200:
-                path = Path(root, value)
-                if path.is_file() and not value.startswith("mha_ref/"):
-                    found.add(value)
+        literal = isinstance(node, ast.Constant) and isinstance(value, str)
+        if literal and "/" in value and len(value) < 200:
+            path = Path(root, value)
+            if path.is_file() and not value.startswith("mha_ref/"):
+                found.add(value)
     return sorted(found)
 
 

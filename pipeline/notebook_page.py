@@ -12,6 +12,7 @@ it (pipeline/notebooks.py).
 """
 
 import base64
+import html
 import posixpath
 import re
 
@@ -75,8 +76,11 @@ def _output(output):
         return _fence("\n".join(output.get("traceback", [])), "text")
     data = output.get("data", {})
     text = {k: _source({"source": v}) for k, v in data.items()}
-    if "image/svg+xml" in text:
-        return text["image/svg+xml"]
+    if "image/svg+xml" in text:  # an <img>, as nbconvert shows it: the
+        # SVG's own text ($10^{-2}$ tick labels, ids) stays out of the page
+        svg = base64.b64encode(text["image/svg+xml"].encode()).decode()
+        alt = html.escape(text.get("text/plain", "figure"), quote=True)
+        return f'<img alt="{alt}" src="data:image/svg+xml;base64,{svg}">'
     if "image/png" in text:
         png = text["image/png"].replace("\n", "")
         base64.b64decode(png, validate=True)  # a broken image fails here

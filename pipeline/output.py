@@ -12,7 +12,6 @@ import os
 import tempfile
 from pathlib import Path
 
-
 # --------------------------------------------------------------- writing
 
 

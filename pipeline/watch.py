@@ -11,6 +11,7 @@ watch goes on; the page keeps its last good outputs and the next edit
 retries it.
 """
 
+import contextlib
 import time
 
 from pipeline import check
@@ -24,10 +25,8 @@ def snapshot(project):
     stamps = {}
     for pattern in WATCHED:
         for path in project.root.glob(pattern):
-            try:
+            with contextlib.suppress(FileNotFoundError):  # just removed
                 stamps[path] = path.stat().st_mtime_ns
-            except FileNotFoundError:  # removed while we looked
-                pass
     return stamps
 
 

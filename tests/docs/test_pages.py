@@ -149,6 +149,23 @@ def test_check_math_reports_formula_that_fails_to_parse(repo):
     )
 
 
+def test_check_math_reports_a_backslash_python_ate(repo):
+    # not a raw string: "\t" of "\theta" is a TAB, which KaTeX parses
+    root = repo("""
+        # Demo
+
+        Fine: $m\\theta_i$.
+
+        Eaten: $n\theta_i$.
+        """)
+    (problem,) = run(pages.check_math, root)
+    assert problem == (
+        "docs/page.md:5: 'n\\theta_i' holds TAB (the \\t of \\theta, "
+        "\\tau): a backslash escape read by Python; double the "
+        "backslash, or write the string as r'...'"
+    )
+
+
 def test_check_command_prints_one_line_per_mistake(repo, capsys):
     """What `make site`, `make serve` and `make fast` show: file:line and
     the fix, one line each, no traceback, and a failing exit code."""

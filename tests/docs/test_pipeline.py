@@ -162,9 +162,10 @@ def test_failing_script_fails_and_names_the_page(tmp_path):
 def test_script_without_a_page_is_refused(tmp_path):
     project = make_project(tmp_path)
     (project.root / "notebooks/gamma.py").write_text("# %%\n")
-    failed, _, log = run(project)
-    assert failed == ["discovery"]
-    assert "notebooks/gamma.py: no page of that name" in "\n".join(log)
+    failed, ran, log = run(project)
+    assert failed == ["gamma"]
+    assert ran == ["alpha", "beta"]  # the other pages still run
+    assert "notebooks/gamma.py: no page docs/gamma.md" in "\n".join(log)
 
 
 def test_repository_edit_makes_exactly_its_carriers_stale(tmp_path):
