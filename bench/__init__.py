@@ -1,4 +1,4 @@
-"""Benchmarks: build times, reading time, implementations, KaTeX on build.
+"""Benchmarks: build times, test suite, reading, implementations, KaTeX.
 
     python -m bench                    # everything (make bench)
     python -m bench --only impl,katex  # build, reading, impl, katex, decode,

@@ -119,8 +119,9 @@ def _build_md(b):
             "cold_generation_s",
             "cold generation",
             "`python -m pipeline --only P ...`, every page but "
-            f"trained-heads ({len(b.get('cold_pages', []))} pages), from "
-            "an empty cache and docs/generated",
+            "trained-heads"
+            + (f" ({len(b['cold_pages'])} pages)" if "cold_pages" in b else "")
+            + ", from an empty cache and docs/generated",
         ),
         (
             "numpy_ref_edit_s",
@@ -235,7 +236,8 @@ def _suite_md(s):
         "## Test suite",
         "",
         "`make test` and `make fast` as typed, in a fresh copy of the "
-        "repository, each run from an empty "
+        "repository (made a git repository with one commit, as a clone "
+        "is), each run from an empty "
         + ", ".join(f"{f}/" for f in s["emptied"])
         + " (so both include generation, and `make test` both sites' "
         "builds; the .venv exists, so its set-up is not timed): "
