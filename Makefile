@@ -93,6 +93,9 @@ $(STAMP): pyproject.toml constraints.txt
 
 setup: $(STAMP) ## create .venv and install the pinned packages
 
+# axe-core, which the accessibility tests inject into every page, needs no
+# install: it is vendored and pinned in tests/browser/vendor/ (VERSION,
+# README.txt; refresh with tests/browser/vendor/vendor_axe.sh).
 browser: ## install Debian's chromium for the browser tests, if missing
 	@command -v chromium >/dev/null 2>&1 || { \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \

@@ -8,8 +8,9 @@ docs/generated, .cache, site/ and site-zensical/: it generates, checks,
 builds both sites and runs every test. `make fast` then runs as a
 writer runs it, on what `make test` generated (its cache warm, as it is
 after any build): it checks and runs the quick tests; with no `make
-test` before it (--quick), it starts from empty outputs too. Targets: `make test` <= 300 s, `make fast` <= 60 s,
-each met only by runs that passed. A failing run is recorded (its exit
+test` before it (--quick), it starts from empty outputs too. Targets:
+`make test` <= 300 s, `make fast` <= 60 s, each met only by runs that
+passed. A failing run is recorded (its exit
 status, pytest's summary and its last lines), never raised.
 """
 

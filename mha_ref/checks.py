@@ -838,3 +838,17 @@ def key_padding(lengths, tk):
     if tk is not None and len(values) and values.max() > tk:
         b = int(np.argmax(values))
         raise ValueError(f"lengths[{b}] = {values[b]} exceeds tk = {tk} keys")
+
+
+def rope_weight(shape, n_head):
+    """W_Q or W_K, (n_head * d_head, d_model), or its bias (n_head *
+    d_head,): whole heads of an even size, for the RoPE pair reorder."""
+    shape = tuple(shape)
+    positive_integer(n_head, "n_head")
+    if len(shape) not in (1, 2) or shape[0] % n_head:
+        raise ValueError(
+            f"a W_Q or W_K weight (n_head * d_head, d_model) or its bias "
+            f"(n_head * d_head,) with n_head = {n_head}: the rows must "
+            f"split into n_head heads, got shape {shape}"
+        )
+    rope_head_size(shape[0] // n_head)

@@ -78,7 +78,8 @@ class AttentionOnly(nn.Module):
 
 def _check_run(model, tokens, keep, patch, source):
     if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
-        raise TypeError(f"tokens must be a torch.long tensor, got {tokens!r}")
+        got = getattr(tokens, "dtype", type(tokens).__name__)
+        raise TypeError(f"tokens must be a torch.long tensor, got {got}")
     if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= model.t_max:
         raise ValueError(
             f"tokens must be (B, T) with 1 <= T <= t_max={model.t_max}, "
@@ -170,29 +171,32 @@ def corrupt(batch, vocab, generator):
 
 
 # --8<-- [start:rules]
-def rule_accuracy(batch, context):
-    """Accuracy of a rule with no weights: find the earlier position
-    whose last tokens match the current ones best (up to ``context``
-    tokens; the latest among equals) and predict the token after it."""
+def rule_accuracy(batch, context, vocab):
+    """Accuracy of a rule with no weights: among the earlier positions
+    whose last letters match the current ones best (up to ``context``
+    letters), vote for the letter that followed them; a tie goes to the
+    latest. Attention averages over matches much like this vote."""
     checks.positive_integer(context, "context")
     tokens = batch.tokens  # (n, T)
     t = tokens.shape[1]
     same = tokens[:, :, None] == tokens[:, None, :]  # (n, Tq, Tk)
-    run = same.clone()  # the last r + 1 tokens match, for r < context
-    length = run.long()
+    run, length = same, same.long()  # letters matched, counted backwards
     for r in range(1, context):
         back = torch.zeros_like(same)  # query i - r against key j - r
         back[:, r:, r:] = same[:, :-r, :-r]
         run = run & back
         length = length + run.long()
     i = torch.arange(t)
-    earlier = i[None, :] < i[:, None]  # (Tq, Tk): keys before the query
-    key = torch.where(earlier & (length > 0), length * t + i, -1)
-    best = key.argmax(dim=-1)  # (n, Tq) the chosen earlier position
-    guess = tokens.gather(1, (best + 1).clamp(max=t - 1))  # next token
-    found = key.amax(dim=-1) >= 0  # (n, Tq) some earlier match at all
-    right = found[:, :-1] & (guess[:, :-1] == tokens[:, 1:])  # (n, T - 1)
-    return right[batch.copy_from[:, :-1] >= 0].float().mean().item()
+    length = length * (i[None, :] < i[:, None])  # keys before the query
+    best = length.amax(dim=-1, keepdim=True)  # (n, Tq, 1)
+    chosen = (length == best) & (best > 0)  # (n, Tq, Tk)
+    after = F.one_hot(tokens.roll(-1, dims=1), vocab)  # (n, Tk, vocab)
+    votes = chosen.double() @ after.double()  # (n, Tq, vocab)
+    latest = (chosen * i).argmax(dim=-1, keepdim=True)  # (n, Tq, 1)
+    votes = votes + 0.5 * after.gather(1, latest.expand(-1, -1, vocab))
+    guess = votes.argmax(dim=-1)  # (n, Tq), no match: votes all 0
+    right = (best[..., 0] > 0) & (guess == tokens.roll(-1, dims=1))
+    return right[batch.copy_from >= 0].float().mean().item()
     # --8<-- [end:rules]
 
 
@@ -298,22 +302,22 @@ def to_arrays(model):
 def from_arrays(arrays, n_head, dtype=torch.float64):
     """An AttentionOnly holding the weights of to_arrays(model)."""
     vocab, d_model = arrays["embed"].shape
+    n_layer = sum(key.endswith(".wq") for key in arrays)
     t_max = arrays["pos_embed"].shape[0]
-    n_layer = len([k for k in arrays if k.endswith(".wq")])
-    model = AttentionOnly(vocab, t_max, d_model, n_head, n_layer)
-    model = model.to(dtype)
-    with torch.no_grad():
-        for key, value in to_arrays(model).items():
-            if arrays[key].shape != value.shape:
-                raise ValueError(
-                    f"arrays[{key!r}] has shape {arrays[key].shape}, "
-                    f"expected {value.shape}"
-                )
-        model.embed.weight.copy_(torch.as_tensor(arrays["embed"]))
-        model.pos_embed.weight.copy_(torch.as_tensor(arrays["pos_embed"]))
-        model.unembed.weight.copy_(torch.as_tensor(arrays["unembed"]).T)
-        for n, mha in enumerate(model.layers):
-            for name in ("wq", "wk", "wv", "wo"):
-                weight = torch.as_tensor(arrays[f"{n}.{name}"]).T
-                getattr(mha, name).weight.copy_(weight)
+    model = AttentionOnly(vocab, t_max, d_model, n_head, n_layer).to(dtype)
+    state = {  # to_arrays' names -> the module's, transposed back
+        "embed.weight": arrays["embed"],
+        "pos_embed.weight": arrays["pos_embed"],
+        "unembed.weight": arrays["unembed"].T,
+    }
+    for key, value in arrays.items():
+        if "." in key:  # "<layer>.wq": layers.<layer>.wq.weight, (out, in)
+            layer, name = key.split(".")
+            state[f"layers.{layer}.{name}.weight"] = value.T
+    try:
+        model.load_state_dict(
+            {k: torch.tensor(v, dtype=dtype) for k, v in state.items()}
+        )
+    except RuntimeError as error:  # a missing, extra or misshaped array
+        raise ValueError(f"arrays do not fit the model: {error}") from None
     return model

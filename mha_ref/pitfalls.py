@@ -1,11 +1,12 @@
 """The six mistakes of a from-scratch implementation, as runnable code.
 
 Each ``wrong_*`` function is the mistake; the page shows it beside the
-correct section of numpy_ref.py / torch_ref.py, and topics/ measure the
-symptom. Nothing here is used by the references themselves. A seventh,
-low-precision mistake (running statistics kept in fp16 or bf16) is at
-the end, for the page on masks and precision; after it, two mistakes
-of decoding with a KV cache and grouped key/value heads.
+correct section of numpy_ref.py / torch_ref.py, and the page scripts
+measure the symptom. Nothing here is used by the references themselves.
+A seventh, low-precision mistake (a tiled pass kept in fp16 or bf16,
+running statistics included) is at the end, for the page on masks and
+precision; after it, two mistakes of decoding with a KV cache and
+grouped key/value heads.
 """
 
 import math
@@ -69,7 +70,8 @@ def wrong_copy_from_linear(linear_weight):
 def wrong_tiled_statistics_dtype(q, k, v, block_k=64):
     """The tiled pass with its running max, sum and output kept in the
     input dtype (fp16, bf16) instead of float32: the sum overflows or
-    stops growing. q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv)."""
+    stops growing. Its scores, P and P V are in the input dtype too.
+    q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv)."""
     *lead, tq, d = q.shape
     low = {"dtype": q.dtype, "device": q.device}  # the mistake
     state = (

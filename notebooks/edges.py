@@ -3,12 +3,13 @@
 #
 # Block every key of query row 1 of a 3-position input and run each
 # version: ours raises and names the row (and so do the NumPy reference
-# and both tiled passes), SDPA returns zeros, a $-\infty$ fill with a
-# plain softmax returns NaN, and a $-10^9$ fill returns the plain mean
-# of all the values. Each backpropagates a loss that ignores that row,
-# as the loss of a padding query is ignored; `grad_summary` counts the
-# NaN entries of the gradients. Block a different row, or only some of
-# its keys, and rerun: with one allowed key left, all of them agree.
+# and both tiled passes), unless told `empty_rows="zero"`, which returns
+# zeros as SDPA does; a $-\infty$ fill with a plain softmax returns NaN,
+# and a $-10^9$ fill returns the plain mean of all the values. Each
+# backpropagates a loss that ignores that row, as the loss of a padding
+# query is ignored; `grad_summary` counts the NaN entries of the
+# gradients. Block a different row, or only some of its keys, and
+# rerun: with one allowed key left, all of them agree.
 
 # %%
 import contextlib
@@ -102,6 +103,9 @@ runs = {
     "sdpa": lambda q, k, v: F.scaled_dot_product_attention(
         q, k, v, attn_mask=~mask
     ),
+    "ours_zero": lambda q, k, v: torch_ref.attention(
+        q, k, v, mask, empty_rows="zero"
+    )[0],
     "fill_1e9": plain(-1e9),
     "fill_inf": plain(-math.inf),
 }
@@ -126,13 +130,17 @@ for name, run in runs.items():
         ),
     }
 print(f"{'mean of v':<10}: {v[0, 0].mean(dim=0).numpy().round(3)}")
+sdpa_out = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)
+ours_zero, _ = torch_ref.attention(q, k, v, mask, empty_rows="zero")
+masked["ours_zero"]["vs_sdpa"] = float((ours_zero - sdpa_out).abs().max())
 
 # %% [markdown]
 # ## The same row through `nn.MultiheadAttention`
 #
 # Our layer with an output bias, and the library's module with the same
-# weights (`torch_ref.library_version`), in training (with and without
-# `need_weights`) and in eval mode, where the module takes its fused
+# weights (`torch_ref.library_version`), in training and in eval mode,
+# each with `need_weights=False` and with its default `need_weights=True`.
+# In eval mode with `need_weights=False` the module takes its fused
 # fast path: `counting_fast_path` counts the calls to it. When the
 # attention row is zeros, the output is the bias alone.
 
@@ -202,6 +210,10 @@ with torch.no_grad(), counting_fast_path() as calls:
     y, _ = library(x, x, x, attn_mask=mask, need_weights=False)
 masked["mha_eval"] = module_result(y, bias, None)
 masked["mha_eval"]["fast_path_calls"] = len(calls)
+with torch.no_grad(), counting_fast_path() as calls:
+    y, _ = library(x, x, x, attn_mask=mask)  # need_weights=True
+masked["mha_eval_weights"] = module_result(y, bias, None)
+masked["mha_eval_weights"]["fast_path_calls"] = len(calls)
 for name, r in masked.items():
     print(f"{name:<18}: {'raises' if r['raises'] else r['row']}")
 glue.value("masked", masked)
@@ -228,10 +240,17 @@ def grads_text(r):
 
 labels = {
     "ours": "`torch_ref.attention` (and the whole module)",
+    "ours_zero": '`torch_ref.attention(..., empty_rows="zero")`',
     "sdpa": "`F.scaled_dot_product_attention`",
     "mha_train": "`nn.MultiheadAttention`, train, need_weights=False",
-    "mha_train_weights": "`nn.MultiheadAttention`, train, need_weights=True",
-    "mha_eval": "`nn.MultiheadAttention`, eval (fast path)",
+    "mha_train_weights": (
+        "`nn.MultiheadAttention`, train, need_weights=True (default)"
+    ),
+    "mha_eval": "`nn.MultiheadAttention`, eval, need_weights=False "
+    "(fast path)",
+    "mha_eval_weights": (
+        "`nn.MultiheadAttention`, eval, need_weights=True (default)"
+    ),
     "fill_1e9": "`masked_fill(mask, -1e9)`, then softmax",
     "fill_inf": "`masked_fill(mask, -inf)`, then softmax",
 }
@@ -341,10 +360,36 @@ glue.table(
 # instead (`pitfalls.wrong_tiled_statistics_dtype`), a mean of 512
 # values of 200 needs a running total of 102,400, more than float16
 # holds. In bfloat16, one key per block, $256 + 1$ rounds back to 256.
-# Then random inputs of 4 heads of 256 positions against float64. Try
-# `value = 100.0`, or `n_keys = 256`.
+# Then random inputs of 4 heads of 256 positions against float64. The
+# wrong pass also computes $QK^\top$, $P$ and $PV$ in the input dtype;
+# `statistics_only` computes them in float32 and rounds only the state
+# to the input dtype after each block, which splits the error between
+# the two. Try `value = 100.0`, or `n_keys = 256`.
+
 
 # %%
+def statistics_only(q, k, v, block_k=64):
+    """Scores, P and PV in float32; the running max, sum and output
+    rounded to the input dtype after each block, as the wrong pass
+    keeps them. q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv)."""
+    *lead, tq, d = q.shape
+    low, wide = q.dtype, torch.float32
+    state = (
+        torch.full((*lead, tq, 1), -math.inf, dtype=low),  # running max
+        torch.zeros((*lead, tq, 1), dtype=low),  # running sum
+        torch.zeros((*lead, tq, v.shape[-1]), dtype=low),  # output
+    )
+    for j in range(0, k.shape[-2], block_k):
+        k_j = k[..., j : j + block_k, :].to(wide)  # (..., bk, d)
+        v_j = v[..., j : j + block_k, :].to(wide)  # (..., bk, dv)
+        s = q.to(wide) @ k_j.transpose(-2, -1) / math.sqrt(d)
+        wide_state = tuple(x.to(wide) for x in state)
+        new = tiled.online_softmax_update_torch(wide_state, s, v_j)
+        state = tuple(x.to(low) for x in new)  # stored in the input dtype
+    _, row_sum, acc = state
+    return (acc.to(wide) / row_sum.to(wide)).to(low)  # (..., Tq, dv)
+
+
 statistics = {}
 n_keys, value = 512, 200.0
 q = torch.zeros(1, 1, 1, 8, dtype=torch.float16)  # (B, H, Tq, d)
@@ -354,6 +399,7 @@ statistics["fp16_sum"] = {
     "exact": value,  # the mean of equal values
     "float32": float(tiled.tiled_attention_torch(q, k, v)),
     "input_dtype": float(pitfalls.wrong_tiled_statistics_dtype(q, k, v)),
+    "statistics_only": float(statistics_only(q, k, v)),
     "keys": n_keys,
     "value": value,
     "running_total": n_keys * value,
@@ -369,6 +415,7 @@ statistics["bf16_block_1"] = {
     "input_dtype": float(
         pitfalls.wrong_tiled_statistics_dtype(qb, kb, vb, block_k=1)
     ),
+    "statistics_only": float(statistics_only(qb, kb, vb, block_k=1)),
     "sum_256_plus_1": float(step + 1),
 }
 gen = torch.Generator().manual_seed(0)
@@ -382,12 +429,19 @@ for name, dtype in (
     exact, _ = torch_ref.attention(q.double(), k.double(), v.double())
     right = tiled.tiled_attention_torch(q, k, v)
     wrong = pitfalls.wrong_tiled_statistics_dtype(q, k, v)
+    state = statistics_only(q, k, v)
     right_error = float((right.double() - exact).abs().max())
     wrong_error = float((wrong.double() - exact).abs().max())
+    state_error = float((state.double() - exact).abs().max())
     statistics[name] = {
         "float32": right_error,
         "input_dtype": wrong_error,
         "ratio": wrong_error / right_error,
+        "statistics_only": state_error,
+        "statistics_only_ratio": state_error / right_error,
+        # the share of the extra error due to QK^T, P, PV in low precision
+        "products_share": (wrong_error - state_error)
+        / (wrong_error - right_error),
         "shape": list(q.shape),
         "block": tiled.BLOCK,
     }
@@ -404,12 +458,14 @@ rows = [
         fmt(statistics["fp16_sum"]["exact"]),
         fmt(statistics["fp16_sum"]["float32"]),
         fmt(statistics["fp16_sum"]["input_dtype"]),
+        fmt(statistics["fp16_sum"]["statistics_only"]),
     ],
     [
         "bfloat16, block_k = 1, v = 256 zeros then 256 ones",
         fmt(statistics["bf16_block_1"]["exact"]),
         fmt(statistics["bf16_block_1"]["float32"]),
         fmt(statistics["bf16_block_1"]["input_dtype"]),
+        fmt(statistics["bf16_block_1"]["statistics_only"]),
     ],
 ]
 for key, dtype in (("fp16_random", "float16"), ("bf16_random", "bfloat16")):
@@ -420,6 +476,7 @@ for key, dtype in (("fp16_random", "float16"), ("bf16_random", "bfloat16")):
             "-",
             fmt(r["float32"], 2),
             fmt(r["input_dtype"], 2),
+            fmt(r["statistics_only"], 2),
         ]
     )
 glue.table(
@@ -427,11 +484,12 @@ glue.table(
     [
         "case",
         "exact",
-        "statistics in float32",
-        "statistics in the input dtype",
+        "right: all in float32",
+        "wrong: all in the input dtype",
+        "only the statistics in the input dtype",
     ],
     rows,
-    "lrrr",
+    "lrrrr",
 )
 
 # %% [markdown]
@@ -440,8 +498,9 @@ glue.table(
 # Two sequences of lengths 4 and 2, padded to 4. The padding mask
 # $(B, 1, 1, T_k)$ and the causal mask $(T, T)$ combine with `|` into
 # one mask per sequence. With zero scores and values $1, 2, 3, 4$, each
-# query averages what it may see. Then left padding: the first query
-# of the short sequence sees only padding, and ours says so. Last, a
+# query averages what it may see. Then left padding: the first two
+# queries of the short sequence see only padding, and ours says so;
+# with `empty_rows="zero"` they get zeros, as with SDPA. Last, a
 # bare $(B, T_k)$ padding mask with $B = T_q$: read as $(T_q, T_k)$, it
 # is wrong without an error.
 
@@ -457,15 +516,24 @@ out, weights = torch_ref.attention(zeros, zeros, values, combined)
 print("mask shape", tuple(combined.shape))
 for b, row in enumerate(out[:, 0, :, 0].tolist()):
     print(f"sequence {b} (length {lengths[b]}): outputs {row}")
-# left padding: the first query of sequence 2 sees only padding
+# left padding: the first queries of sequence 2 see only padding
 left = torch.tensor([[False] * t, [True] * (t - 2) + [False] * 2])
 left_mask = torch_ref.key_padding_mask(left) | causal  # (B, 1, T, T)
+left_empty = left_mask[1, 0].all(dim=-1)  # (T,): no allowed key
 try:
     torch_ref.attention(zeros, zeros, values, left_mask)
     left_message = None
 except ValueError as error:
     print("left padding: ValueError:", error)
     left_message = str(error)
+left_zero, _ = torch_ref.attention(
+    zeros, zeros, values, left_mask, empty_rows="zero"
+)
+# SDPA's boolean mask means True = allowed
+left_sdpa = F.scaled_dot_product_attention(
+    zeros, zeros, values, attn_mask=~left_mask
+)
+print("left padding, empty_rows='zero':", left_zero[1, 0, :, 0].tolist())
 # a bare (B, Tk) mask, B == Tq, is read as (Tq, Tk): wrong, silent
 gen = torch.Generator().manual_seed(0)
 q = torch.randn(len(lengths), 1, len(lengths), 3, generator=gen)
@@ -485,6 +553,9 @@ glue.value(
         "v": values.flatten(),
         "out": out[:, 0, :, 0],
         "left_message": left_message,
+        "left_empty_rows": [i for i in range(t) if left_empty[i]],
+        "left_zero_out": left_zero[1, 0, :, 0],
+        "left_zero_vs_sdpa": float((left_zero - left_sdpa).abs().max()),
         "bare_difference": float((bare_out - right_out).abs().max()),
     },
 )

@@ -8,9 +8,11 @@
 # `n_head` and `n_kv_head` ($H_{kv}$ must divide $H$) and rerun.
 
 # %%
+import itertools
 import json
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -296,7 +298,10 @@ glue.figure(
 # medians into `bench/report.json`, which the repository commits. The
 # cell reads that file (the notebook carries a copy), so the numbers
 # change only when the benchmark is rerun, never from one build to the
-# next.
+# next. Besides the medians it takes the spread of the runs (fastest and
+# slowest of each), and fits the SDPA medians with a straight line,
+# fixed milliseconds per step plus milliseconds per MiB the step reads
+# (the cache's K and V and the four projection weights, float32).
 
 # %%
 report = json.loads(Path("bench/report.json").read_text())
@@ -318,11 +323,32 @@ setup_keys = (
     "runs",
     "environment",
 )
+MiB = 2**20
+
+
+def spread(runs):
+    """Fastest and slowest run, ms, and their ratio."""
+    return {
+        "min_ms": min(runs) * 1e3,
+        "max_ms": max(runs) * 1e3,
+        "ratio": max(runs) / min(runs),
+    }
+
+
 decode = glue.value(
     "decode",
     {
         **{k: measured[k] for k in setup_keys},
-        "rows": [{k: r[k] for k in row_keys} for r in measured["rows"]],
+        "rows": [
+            {
+                **{k: r[k] for k in row_keys},
+                # K + V of the cache and the weights of wq, wk, wv, wo
+                "read_mib": (r["cache_bytes"] + 4 * r["params"]) / MiB,
+                "reference_spread": spread(r["reference_runs"]),
+                "sdpa_spread": spread(r["sdpa_runs"]),
+            }
+            for r in measured["rows"]
+        ],
     },
 )
 by_heads = {r["n_kv_head"]: r for r in decode["rows"]}
@@ -338,24 +364,72 @@ glue.value(
         "reference_ms_one": one["reference_s"] * 1e3,
     },
 )
+# least squares: sdpa_ms = fixed_ms + ms_per_mib * read_mib
+read = np.array([r["read_mib"] for r in decode["rows"]])
+sdpa_ms = np.array([r["sdpa_s"] * 1e3 for r in decode["rows"]])
+ms_per_mib, fixed_ms = np.polyfit(read, sdpa_ms, 1)
+fitted = fixed_ms + ms_per_mib * read
+print(f"SDPA step = {fixed_ms:.2f} ms + {ms_per_mib:.4f} ms per MiB read")
+ratios = [
+    r[key]["ratio"]
+    for r in decode["rows"]
+    for key in ("reference_spread", "sdpa_spread")
+]
+reference_ms = [r["reference_s"] * 1e3 for r in decode["rows"]]
+glue.value(
+    "decode_fit",
+    {
+        "fixed_ms": fixed_ms,
+        "ms_per_mib": ms_per_mib,
+        "largest_residual_ms": float(np.abs(sdpa_ms - fitted).max()),
+        # the share of each step the fixed part makes, fewest to most heads
+        "fixed_share": [fixed_ms / t for t in sdpa_ms],
+        "spread_min": min(ratios),
+        "spread_max": max(ratios),
+        # does the reference median grow with every added head?
+        "reference_monotone": all(
+            a <= b for a, b in itertools.pairwise(reference_ms)
+        ),
+        # where the reference median rises against the trend
+        "reference_bumps": [
+            {
+                "n_kv_head": r["n_kv_head"],
+                "ms": r["reference_s"] * 1e3,
+                "next_n_kv_head": nxt["n_kv_head"],
+                "next_ms": nxt["reference_s"] * 1e3,
+            }
+            for r, nxt in itertools.pairwise(decode["rows"])
+            if r["reference_s"] > nxt["reference_s"]
+        ],
+    },
+)
+
+
+def ms_range(spread):
+    return f"{spread['min_ms']:.1f}-{spread['max_ms']:.1f}"
+
+
 glue.table(
     "grouped-decode",
     [
         "KV heads",
         "cache K + V per layer (MiB)",
-        "reference step (ms)",
-        "SDPA step (ms)",
+        "read per step (MiB)",
+        "reference step (ms): median [fastest-slowest]",
+        "SDPA step (ms): median [fastest-slowest]",
     ],
     [
         [
             str(r["n_kv_head"]),
-            f"{r['cache_bytes'] / 2**20:.0f}",
-            f"{r['reference_s'] * 1e3:.1f}",
-            f"{r['sdpa_s'] * 1e3:.1f}",
+            f"{r['cache_bytes'] / MiB:.0f}",
+            f"{r['read_mib']:.1f}",
+            f"{r['reference_s'] * 1e3:.1f} "
+            f"[{ms_range(r['reference_spread'])}]",
+            f"{r['sdpa_s'] * 1e3:.1f} [{ms_range(r['sdpa_spread'])}]",
         ]
         for r in decode["rows"]
     ],
-    "rrrr",
+    "rrrrr",
 )
 
 
@@ -363,9 +437,9 @@ def draw_time(fig, theme):
     ax = fig.subplots()
     heads = [r["n_kv_head"] for r in decode["rows"]]
     for key, label, colour, marker in (
-        ("reference_s", "reference cached_step", theme.series[1], "s"),
+        ("reference", "reference cached_step", theme.series[1], "s"),
         (
-            "sdpa_s",
+            "sdpa",
             "SDPA, enable_gqa, cache allocated once",
             theme.series[0],
             "o",
@@ -373,10 +447,18 @@ def draw_time(fig, theme):
     ):
         ax.plot(
             heads,
-            [r[key] * 1e3 for r in decode["rows"]],
+            [r[f"{key}_s"] * 1e3 for r in decode["rows"]],
             marker=marker,
             color=colour,
-            label=label,
+            label=f"{label} (median)",
+        )
+        ax.fill_between(  # fastest to slowest run
+            heads,
+            [r[f"{key}_spread"]["min_ms"] for r in decode["rows"]],
+            [r[f"{key}_spread"]["max_ms"] for r in decode["rows"]],
+            color=colour,
+            alpha=0.2,
+            linewidth=0,
         )
     ax.set_xscale("log", base=2)
     ax.set_xticks(heads, [str(h) for h in heads])
@@ -394,7 +476,8 @@ glue.figure(
     figsize=(5.0, 3.2),
     alt=(
         "Median time of one decode step against the number of key/value "
-        f"heads, cache of {decode['cache_length']} positions: "
+        f"heads, cache of {decode['cache_length']} positions, with a band "
+        "from the fastest to the slowest run: "
         + "; ".join(
             f"{r['n_kv_head']} heads: reference "
             f"{fmt(r['reference_s'] * 1e3, 3)} ms, SDPA "

@@ -114,6 +114,33 @@ def test_forward_on_a_prefix_equals_the_first_rows(model, batch):
     torch.testing.assert_close(short, full[:, :5], rtol=0, atol=1e-12)
 
 
+def test_fast_logits_equal_the_reference_forward(model, batch):
+    """Training's SDPA path and the reference path: the same logits."""
+    fast = model.logits(batch.tokens)
+    reference, _, _ = model(batch.tokens)
+    torch.testing.assert_close(fast, reference, rtol=0, atol=1e-10)
+
+
+def test_arrays_round_trip_gives_the_same_model(model, batch):
+    arrays = induction.to_arrays(model)
+    assert arrays["0.wq"].shape == (16, 16)
+    assert arrays["unembed"].shape == (16, VOCAB)
+    twin = induction.from_arrays(arrays, n_head=4)
+    assert torch.equal(twin(batch.tokens)[0], model(batch.tokens)[0])
+    # x @ W: the arrays are nn.Linear's (out, in) weights transposed
+    x = torch.randn(3, 16, dtype=torch.float64)
+    torch.testing.assert_close(
+        x @ torch.from_numpy(arrays["1.wo"]), model.layers[1].wo(x)
+    )
+
+
+def test_from_arrays_refuses_arrays_of_the_wrong_shape(model):
+    arrays = induction.to_arrays(model)
+    arrays["1.wv"] = arrays["1.wv"][:, :8]
+    with pytest.raises(ValueError, match=r"layers\.1\.wv"):
+        induction.from_arrays(arrays, n_head=4)
+
+
 # -- the data -------------------------------------------------------------
 
 
@@ -200,6 +227,32 @@ def test_head_scores_on_weights_built_by_hand(batch):
     two_back, _ = induction.head_scores(w, batch, offset=2)
     assert two_back[0, 0].item() == 0.0
     assert two_back[0, 2].item() == pytest.approx(uniform[2:].mean().item())
+
+
+def test_rule_accuracy_votes_among_the_matches():
+    """First query of the repeat (a 0): earlier 0s are followed by 2,
+    2 and 1, so the vote says 2, the copy says 1. Second query (a 1):
+    one earlier 1, followed by 3: right. One of two."""
+    tokens = torch.tensor([[0, 2, 0, 2, 0, 1, 3, 0, 1, 3]])
+    copy_from = torch.full((1, 10), -1)
+    copy_from[0, 7:9] = torch.tensor([5, 6])
+    batch = induction.Segments(
+        tokens, copy_from, torch.tensor([4]), torch.tensor([3])
+    )
+    assert induction.rule_accuracy(batch, 1, vocab=4) == 0.5
+    assert induction.rule_accuracy(batch, 3, vocab=4) == 0.5
+
+
+def test_rule_accuracy_improves_with_longer_matches():
+    b = induction.repeated_segments(
+        300, 24, 8, torch.Generator().manual_seed(0)
+    )
+    one, two = (induction.rule_accuracy(b, c, 8) for c in (1, 2))
+    assert 1 / 8 < one < two <= 1.0
+    distinct = induction.repeated_segments(  # 64 letters: few repeats
+        300, 24, 64, torch.Generator().manual_seed(0)
+    )
+    assert induction.rule_accuracy(distinct, 1, 64) > 0.8
 
 
 def test_accuracy_counts_only_the_copyable_tokens(model, batch):

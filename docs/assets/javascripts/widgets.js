@@ -58,11 +58,13 @@
         }
       });
     });
+    // with no name for the headers the corner is an empty data cell: an
+    // empty header would be a header of nothing
+    var corner = o.corner
+      ? el("th", { scope: "col", class: "mha-corner", text: o.corner })
+      : el("td", { class: "mha-corner" });
     var head = o.colHeads
-      ? [el("thead", {}, [el("tr", {}, [
-          el("th", { scope: "col", class: "mha-corner",
-                     text: o.corner || "" }),
-        ].concat(
+      ? [el("thead", {}, [el("tr", {}, [corner].concat(
           o.colHeads.map(function (h) {
             return el("th", { scope: "col", text: h });
           })
