@@ -63,7 +63,7 @@ test: site site-zensical browser ## build both sites once, run every test once
 
 fast: check ## the quick checks while writing (no site, no browser)
 	$(PY) -m pytest -x -q -n $(PYTEST_JOBS) --dist loadfile \
-	  -m "not build and not browser" tests/unit tests/docs mha_ref
+	  -m "not build and not browser and not slow" tests/unit tests/docs mha_ref
 
 bench: $(STAMP) ## benchmarks: build times, page load, implementations
 	$(PY) -m bench

@@ -10,6 +10,7 @@ is the page's generated example. A drifted case (a wrong scale injected
 through the window.mhaRef hook) shows the comparison fails.
 """
 
+import itertools
 import re
 
 import numpy as np
@@ -294,7 +295,7 @@ def test_scaling_control_unscaled_sharpens_scaled_stays(
         scaled.append(read_table(page, "scaling", "scaled")[0][1])
         slider.press("ArrowRight")
     smallest = [row.min() for row in unscaled]
-    assert all(b < a for a, b in zip(smallest, smallest[1:])), smallest
+    assert all(b < a for a, b in itertools.pairwise(smallest)), smallest
     assert np.allclose(scaled, scaled[0], rtol=0, atol=1e-15), scaled
 
 
@@ -432,7 +433,8 @@ def test_attention_js_refuses_overflowing_scores_as_numpy_ref_does(
             }""",
             [q, k, v],
         )
-        assert message is not None and "overflowed" in message, what
+        assert message is not None, what
+        assert "overflowed" in message, (what, message)
 
 
 def test_attention_js_refuses_a_row_with_every_key_blocked(
@@ -517,13 +519,21 @@ def test_control_says_it_counts_from_zero(name, site_origin, open_page):
 OUT_OF_RANGE = {
     "attention-matrix": [
         # finite inputs whose dot product overflows float64
-        ({'input[data-matrix="Q"][data-row="0"][data-col="0"]': "1e200",
-          'input[data-matrix="K"][data-row="0"][data-col="0"]': "1e200"},
-         "overflowed"),
-        ({'input[data-matrix="V"][data-row="1"][data-col="0"]': "1e400"},
-         "not a finite number"),
-        ({'input[data-matrix="K"][data-row="2"][data-col="1"]': ""},
-         "not a finite number"),
+        (
+            {
+                'input[data-matrix="Q"][data-row="0"][data-col="0"]': "1e200",
+                'input[data-matrix="K"][data-row="0"][data-col="0"]': "1e200",
+            },
+            "overflowed",
+        ),
+        (
+            {'input[data-matrix="V"][data-row="1"][data-col="0"]': "1e400"},
+            "not a finite number",
+        ),
+        (
+            {'input[data-matrix="K"][data-row="2"][data-col="1"]': ""},
+            "not a finite number",
+        ),
         ({'input[data-option="padding"]': "9"}, "whole number"),
     ],
     "scaling": [
@@ -531,8 +541,10 @@ OUT_OF_RANGE = {
         ({'input[data-col="1"]': ""}, "must be a number"),
     ],
     "kv-cache": [
-        ({'input[data-matrix="values"][data-row="2"]': "1e400"},
-         "not a finite number"),
+        (
+            {'input[data-matrix="values"][data-row="2"]': "1e400"},
+            "not a finite number",
+        ),
         ({'input[data-option="cache"]': "7"}, "whole number"),
         ({'input[data-option="new"]': "0"}, "whole number"),
     ],

@@ -19,6 +19,8 @@ from pipeline import cache, compose
 from pipeline.build import Project, build, discover, stale
 from pipeline.collect import glued_names
 
+pytestmark = pytest.mark.slow  # make fast skips it; make test runs it
+
 ROOT = Path(__file__).resolve().parents[2]
 
 FILES = {

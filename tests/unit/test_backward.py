@@ -184,6 +184,7 @@ def tiled_torch(block_q, block_k):
     return backward
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "backward",
     [
@@ -620,6 +621,7 @@ def peaks(measure, plain, tiled_fn, to_torch):
     return result
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("measure", "plain", "tiled_fn", "to_torch"),
     [

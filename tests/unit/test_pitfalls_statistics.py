@@ -39,6 +39,7 @@ def test_wrong_tiled_statistics_dtype_bf16_sum_stops_at_256():
     assert right.item() == 0.5
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", LOW, ids=str)
 def test_wrong_tiled_statistics_dtype_is_several_times_less_accurate(
     dtype, make_tensor

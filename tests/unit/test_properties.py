@@ -6,12 +6,15 @@ key-padding mask layouts.
 """
 
 import numpy as np
+import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mha_ref import numpy_ref, torch_ref
 from mha_ref.tolerances import atol
+
+pytestmark = pytest.mark.slow  # make fast skips it; make test runs it
 
 TOL = atol(np.float64)
 # the factory fixtures are stateless, so sharing them across examples

@@ -300,6 +300,7 @@ def mem_qkv(t, to_torch=False):
     return as_torch(*arrays) if to_torch else arrays
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("measure", "to_torch"),
     [(peak_bytes_numpy, False), (peak_bytes_torch_cpu, True)],
@@ -317,6 +318,7 @@ def test_peak_bytes_sees_an_allocation(measure, to_torch):
     assert measure(lambda: None) < 2**16
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("measure", "plain", "tiled_fn", "to_torch"),
     [

@@ -1,0 +1,74 @@
+"""What a page downloads: the figures of the scheme it shows, no more.
+
+Each figure comes in two variants, `-light.svg#only-light` and
+`-dark.svg#only-dark`; Material hides the one the scheme does not use
+(display: none), and the figure macro (macros.py) makes both lazy, so
+Chromium never fetches a hidden one. Every figure of every page with
+figures is scrolled into view, in both schemes, and the requests are
+counted.
+"""
+
+import re
+
+import pagecheck
+import pytest
+
+pytestmark = pytest.mark.browser
+
+FIGURES = re.compile(r"/generated/figures/[^/?#]+-(light|dark)\.svg")
+VARIANT = {"default": "light", "slate": "dark"}
+
+
+def figure_pages(site_dir):
+    from harness import site_pages
+
+    return [
+        p
+        for p in site_pages(site_dir)
+        if "#only-light" in p.file.read_text(encoding="utf-8")
+    ]
+
+
+def test_pages_fetch_only_the_figures_of_their_scheme(
+    site_dir, site_origin, open_page
+):
+    pages = figure_pages(site_dir)
+    assert pages, "no page of the site shows a figure"
+    problems = []
+    for scheme, variant in VARIANT.items():
+        page, recorder = open_page(site_origin)
+        page.goto(f"{site_origin}/", wait_until="load")  # no figures
+        pagecheck.set_scheme(page, scheme)  # kept for the next pages
+        for site_page in pages:
+            start = len(recorder.requests)
+            page.goto(f"{site_origin}/{site_page.path}", wait_until="load")
+            # bring every figure the reader could see into view, in turn
+            shown = page.evaluate(
+                """variant => [...document.images]
+                  .filter(i => i.getAttribute("src")
+                                .endsWith("#only-" + variant))
+                  .map(i => { i.scrollIntoView(); return i.src; })""",
+                variant,
+            )
+            pagecheck.settle(
+                page,
+                """v => [...document.images].filter(i => i.getAttribute(
+                  "src").endsWith("#only-" + v)).every(i => i.complete)""",
+                variant,
+            )
+            fetched = [
+                FIGURES.search(url)
+                for url in recorder.requests[start:]
+                if FIGURES.search(url)
+            ]
+            where = f"{scheme} {site_page.name}"
+            other = sorted({m[0] for m in fetched if m[1] != variant})
+            problems += [f"{where}: fetched {url}" for url in other]
+            got = {m[0] for m in fetched}
+            problems += [
+                f"{where}: never fetched {url}"
+                for url in shown
+                if FIGURES.search(url)[0] not in got
+            ]
+        problems += recorder.problems()
+    assert not problems, "\n".join(problems)
