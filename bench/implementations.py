@@ -11,8 +11,8 @@ import statistics
 import time
 from functools import partial
 
-from bench.memory import peak_bytes_numpy, peak_bytes_torch_cpu
 from bench.timing import say
+from mha_ref.memory import peak_bytes_numpy, peak_bytes_torch_cpu
 
 IMPL_SHAPE = {"batch": 1, "n_head": 8, "d_head": 64}
 IMPL_LENGTHS = {256: 7, 512: 5, 1024: 5, 2048: 3, 4096: 2}  # T: runs

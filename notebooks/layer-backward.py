@@ -12,14 +12,13 @@
 # the step back.)
 
 # %%
-import gc
-import tracemalloc
 
 import numpy as np
 import torch
 
 import glue
 from mha_ref import numpy_ref, tiled, tolerances, torch_ref
+from mha_ref.memory import peak_bytes_numpy
 
 fmt = glue.fmt
 rng = np.random.default_rng(0)
@@ -199,6 +198,7 @@ tiled_max_diff = float(max(diffs.values()))
 # ## What it saves
 #
 # `tracemalloc` sees every byte NumPy allocates. `peak_bytes_numpy`
+# (`mha_ref/memory.py`, carried with this notebook)
 # records the peak of two calls, each after collecting the garbage and
 # with the collector off. The first call may fill caches, and the
 # kernel's own threads allocate now and then (tracemalloc counts their
@@ -212,26 +212,6 @@ tiled_max_diff = float(max(diffs.values()))
 
 
 # %%
-def peak_bytes_numpy(fn, *args, **kwargs):
-    """Peak bytes allocated while fn runs (tracemalloc sees NumPy)."""
-    gc.freeze()  # alive now: not garbage, and not scanned below
-    try:
-        peaks = []
-        for _ in range(2):  # the smaller: no first-call caches, no threads
-            gc.collect()  # the previous call's garbage
-            gc.disable()  # a collection mid-call would move the peak
-            tracemalloc.start()
-            try:
-                fn(*args, **kwargs)
-                peaks.append(tracemalloc.get_traced_memory()[1])
-            finally:
-                tracemalloc.stop()
-                gc.enable()
-        return min(peaks)
-    finally:
-        gc.unfreeze()
-
-
 def peak_kib(fn, *args, **kwargs):
     """peak_bytes_numpy rounded down to a whole KiB (1024 bytes)."""
     return 1024 * (peak_bytes_numpy(fn, *args, **kwargs) // 1024)

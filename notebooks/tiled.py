@@ -12,15 +12,14 @@
 # size, or another query row.
 
 # %%
-import gc
 import json
-import tracemalloc
 
 import numpy as np
 import torch
 
 import glue
 from mha_ref import numpy_ref, tiled, tolerances, torch_ref
+from mha_ref.memory import peak_bytes_numpy
 
 fmt = glue.fmt
 rng = np.random.default_rng(0)
@@ -178,6 +177,7 @@ glue.table(
 # ## Peak memory, plain and tiled
 #
 # `tracemalloc` sees every byte NumPy allocates. `peak_bytes_numpy`
+# (`mha_ref/memory.py`, carried with this notebook)
 # records the peak of two calls, each after collecting the garbage and
 # with the collector off, so a collection mid-call cannot move it. The
 # first call may fill caches, and the kernel's own threads allocate now
@@ -192,26 +192,6 @@ glue.table(
 
 
 # %%
-def peak_bytes_numpy(fn, *args, **kwargs):
-    """Peak bytes allocated while fn runs (tracemalloc sees NumPy)."""
-    gc.freeze()  # alive now: not garbage, and not scanned below
-    try:
-        peaks = []
-        for _ in range(2):  # the smaller: no first-call caches, no threads
-            gc.collect()  # the previous call's garbage
-            gc.disable()  # a collection mid-call would move the peak
-            tracemalloc.start()
-            try:
-                fn(*args, **kwargs)
-                peaks.append(tracemalloc.get_traced_memory()[1])
-            finally:
-                tracemalloc.stop()
-                gc.enable()
-        return min(peaks)
-    finally:
-        gc.unfreeze()
-
-
 def kib(n_bytes):
     """Bytes rounded to a whole number of KiB."""
     return round(n_bytes / 1024) * 1024

@@ -7,7 +7,6 @@ form of a page's data (sorted keys, no NaN).
 """
 
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
@@ -46,33 +45,7 @@ def atomic_write(path, data):
     return True
 
 
-def plain(value):
-    """Turn NumPy/torch values into JSON-able Python, deterministically.
-
-    Arrays and tensors become (nested) lists, NumPy scalars Python
-    numbers; NaN and infinities become the strings "nan", "inf", "-inf"
-    (JSON has no such numbers). Tuples become lists.
-    """
-    if hasattr(value, "detach"):  # torch.Tensor, without importing torch
-        value = value.detach().cpu().numpy()
-    if hasattr(value, "tolist") and not isinstance(value, (str, bytes)):
-        value = value.tolist()  # NumPy array or scalar
-    if isinstance(value, dict):
-        return {str(k): plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [plain(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    raise TypeError(
-        f"cannot store {type(value).__name__} {value!r} in generated JSON"
-    )
-
-
 def to_json(data):
-    """The canonical JSON text of ``data``: sorted keys, full float repr."""
-    return (
-        json.dumps(plain(data), sort_keys=True, indent=1, allow_nan=False)
-        + "\n"
-    )
+    """The canonical JSON text of ``data`` (plain already: glue.plain
+    made it so): sorted keys, full float repr."""
+    return json.dumps(data, sort_keys=True, indent=1, allow_nan=False) + "\n"

@@ -3,21 +3,10 @@
 import re
 from pathlib import Path
 
-import yaml
-
 from pipeline import compose
+from tests.docs.test_site_map import load_nav, nav_pages
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def nav_pages(nav):
-    """Every Markdown page the nav lists, nested sections included."""
-    for item in nav:
-        value = next(iter(item.values())) if isinstance(item, dict) else item
-        if isinstance(value, list):
-            yield from nav_pages(value)
-        elif value.endswith(".md"):
-            yield value
 
 
 def readme_counts(text):
@@ -28,9 +17,7 @@ def readme_counts(text):
 
 
 def test_readme_counts_match_the_build():
-    config = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
-    config = re.sub(r"!ENV \[[^\]]*\]", "null", config)  # plain YAML
-    pages = len(set(nav_pages(yaml.safe_load(config)["nav"])))
+    pages = len(set(nav_pages(load_nav())))
     notebooks = len(compose.page_notebooks(ROOT))
     counts = readme_counts((ROOT / "README.md").read_text(encoding="utf-8"))
     assert counts == {"pages": pages, "notebooks": notebooks}, (

@@ -18,8 +18,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.memory import peak_bytes_numpy, peak_bytes_torch_cpu
 from mha_ref import numpy_ref, tiled, torch_ref
+from mha_ref.memory import peak_bytes_numpy, peak_bytes_torch_cpu
 
 ATOL = 1e-10  # float64 against autograd: ~1e-15 in practice
 B, H = 2, 3  # batch and heads of the attention tests

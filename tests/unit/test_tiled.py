@@ -13,8 +13,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bench.memory import peak_bytes_numpy, peak_bytes_torch_cpu
 from mha_ref import numpy_ref, tiled, torch_ref
+from mha_ref.memory import peak_bytes_numpy, peak_bytes_torch_cpu
 from mha_ref.tolerances import atol
 
 LEAD = (2, 3)  # (B, H)

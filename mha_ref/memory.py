@@ -1,0 +1,56 @@
+"""Peak memory of one call: NumPy through tracemalloc, torch (CPU)
+through the profiler. The tiled and layer-backward pages measure with
+it (their notebooks carry this file), and so do the unit tests and the
+benchmark.
+"""
+
+import gc
+import tracemalloc
+
+
+def peak_bytes_numpy(fn, *args, **kwargs):
+    """Peak bytes allocated while fn runs (tracemalloc sees NumPy).
+
+    The smaller of two traced calls, each after a collection and with
+    the collector off during the call: first-call caches, garbage and a
+    Jupyter kernel's own threads do not move the peak. ``gc.freeze()``
+    keeps everything alive before the call out of those collections
+    (milliseconds, not a third of a second, once torch is loaded). A
+    few bytes of Python objects still vary from run to run.
+    """
+    gc.freeze()  # alive now: not garbage, and not scanned below
+    try:
+        peaks = []
+        for _ in range(2):  # the smaller: no first-call caches, no threads
+            gc.collect()  # the previous call's garbage
+            gc.disable()  # a collection mid-call would move the peak
+            tracemalloc.start()
+            try:
+                fn(*args, **kwargs)
+                peaks.append(tracemalloc.get_traced_memory()[1])
+            finally:
+                tracemalloc.stop()
+                gc.enable()
+        return min(peaks)
+    finally:
+        gc.unfreeze()
+
+
+def peak_bytes_torch_cpu(fn, *args, **kwargs):
+    """Peak of torch's CPU allocations while fn runs, from the profiler.
+
+    The profiler charges each op its net bytes (frees outside ops come
+    as "[memory]" events); summed in start order they trace the live
+    total. An op's transient peak inside itself is not seen.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(
+        activities=[ProfilerActivity.CPU], profile_memory=True
+    ) as prof:
+        fn(*args, **kwargs)
+    live = peak = 0
+    for event in sorted(prof.events(), key=lambda e: e.time_range.start):
+        live += event.self_cpu_memory_usage
+        peak = max(peak, live)
+    return peak
