@@ -18,7 +18,9 @@ import re
 
 # Zensical would otherwise render the page as a macros template: a
 # notebook's Python (``x << 2``) is not one.
-FRONT_MATTER = "---\nrender_macros: false\n---\n"
+# A notebook repeats the page that links it: keep it out of search
+# (MkDocs: macros.py leaves notebook pages out of its index).
+FRONT_MATTER = "---\nrender_macros: false\nsearch:\n  exclude: true\n---\n"
 # Cells with these tags are in the download, not on the page: the same
 # list as mkdocs.yml's mkdocs-jupyter remove_tag_config.remove_cell_tags
 # (tests/engines compares the two pages, so a mismatch fails there).

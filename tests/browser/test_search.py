@@ -7,7 +7,8 @@ box, must put that page first. Two things make it so:
   are left out of the index (macros.py for MkDocs, the notebook page's
   front matter for Zensical), reachable from the page they belong to;
 - each teaching page lists the topics it teaches in its front matter
-  (`tags:`), which Material's search weighs above titles and text.
+  (`tags:`), which Material's search weighs above titles and text; a
+  topic belongs to one page (two pages with one tag tie).
 
 The search box is Material's (MkDocs). Zensical 0.0.73 has its own
 widget and ranking, which does not weigh `tags`: there the test types the
@@ -135,6 +136,23 @@ def test_search_index_leaves_out_the_notebooks(site_dir):
     pages = {loc.split("#")[0] for loc in locations}
     missing = sorted(set(QUERIES.values()) - pages)
     assert not missing, f"{path.name} lacks the teaching pages {missing}"
+
+
+def test_each_topic_has_one_teaching_page(site_dir):
+    """A topic (a `tags:` entry) names the one page that teaches it: two
+    pages with the same tag tie, and search may pick either."""
+    path, _ = index_locations(site_dir)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    pages = {}
+    for doc in data.get("docs", []) + data.get("items", []):
+        for tag in doc.get("tags") or []:
+            name = tag if isinstance(tag, str) else tag.get("name", "")
+            page = doc["location"].split("#")[0] or "/"
+            pages.setdefault(name.lower(), set()).add(page)
+    shared = {tag: sorted(p) for tag, p in pages.items() if len(p) > 1}
+    assert not shared, "\n".join(
+        f"tag {tag!r} on {', '.join(p)}" for tag, p in sorted(shared.items())
+    )
 
 
 def test_notebook_pages_are_linked_from_their_page(site_dir):

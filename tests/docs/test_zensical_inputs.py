@@ -66,7 +66,7 @@ def test_notebook_markdown_shows_cells_outputs_and_source_links():
     ]
     page = notebook_markdown(nb, "x.ipynb", "generated/notebooks/x/")
     assert page.split("\n\n") == [
-        "---\nrender_macros: false\n---",
+        "---\nrender_macros: false\nsearch:\n  exclude: true\n---",
         "# Title",
         "[Download the notebook](x.ipynb){ download }",
         "See [pitfall 2](../../pitfalls.md#scaling).",

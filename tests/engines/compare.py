@@ -38,7 +38,9 @@ CHROME = (
     "a.headerlink, a#__skip, script, style, button, "
     ".jp-InputPrompt, .jp-OutputPrompt, a.anchor-link, "
     "a[download], .md-content__button, .md-source-file, "
-    ".zeroclipboard-container, .clipboard-copy-txt"
+    ".zeroclipboard-container, .clipboard-copy-txt, "
+    # the front matter's search tags: Zensical shows them as chips
+    ".md-tags"
 )
 
 
