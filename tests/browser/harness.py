@@ -114,7 +114,12 @@ class Recorder:
         route.abort("blockedbyclient")
 
     def _on_failed(self, request):
-        if is_local(request.url, self.origin):  # others: see external
+        # net::ERR_ABORTED: the page navigated (a reload, a click) while
+        # the request was in flight; a missing file shows up as an HTTP
+        # status in _on_response instead. Other hosts: see `blocked`.
+        if request.failure == "net::ERR_ABORTED":
+            return
+        if is_local(request.url, self.origin):
             self.failed.append(f"{request.url} ({request.failure})")
 
     def _on_response(self, response):
