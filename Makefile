@@ -23,7 +23,8 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: help serve site test fast bench setup browser generate check lint \
-	format clean site-zensical serve-fast zensical-config
+	format clean site-zensical serve-fast zensical-config \
+	screenshots
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | \
@@ -55,15 +56,22 @@ serve-fast: check zensical-config ## Zensical's live preview (127.0.0.1:8000)
 # Each engine builds once and each notebook runs once (in generation);
 # pytest then reads those builds: units, docs agreement, the engines
 # compared page by page, the browser checks on the default site. One
-# worker per core (pytest-xdist); a test file stays on one worker, so
-# its module fixtures (a browser, a server) start once.
+# worker per core (pytest-xdist); tests go to whichever worker is free
+# (worksteal), so a module fixture may start on both: a costly one (the
+# engines' reading of both sites) has one test using it.
 PYTEST_JOBS ?= auto
+XDIST := -n $(PYTEST_JOBS) --dist worksteal
 test: site site-zensical browser ## build both sites once, run every test once
-	$(PY) -m pytest -n $(PYTEST_JOBS) --dist loadfile
+	$(PY) -m pytest $(XDIST)
 
 fast: check ## the quick checks while writing (no site, no browser)
-	$(PY) -m pytest -x -q -n $(PYTEST_JOBS) --dist loadfile \
+	$(PY) -m pytest -x -q $(XDIST) \
 	  -m "not build and not browser and not slow" tests/unit tests/docs mha_ref
+
+# Not part of make test: pictures for a person to look at.
+screenshots: site browser ## full-page PNGs of every page in build/screenshots/
+	MHA_REF_SCREENSHOTS=1 $(PY) -m pytest $(XDIST) -q \
+	  tests/browser/test_site_pages.py
 
 bench: $(STAMP) ## benchmarks: build times, page load, implementations
 	$(PY) -m bench

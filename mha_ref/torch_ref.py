@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha_ref import checks, numpy_ref
+from mha_ref import checks
 
 
 def check_finite(tensor, name):
@@ -415,33 +415,3 @@ def library_forward(library, x, mask=None, context=None):
     y, _ = library(x, context, context, attn_mask=mask, need_weights=False)
     return y  # (B, Tq, d_model)
     # --8<-- [end:library-forward]
-
-
-# --8<-- [start:to-numpy]
-def to_numpy(module):
-    """A numpy_ref.MultiHeadAttention holding the same weights."""
-    has_bias = module.wq.bias is not None
-    twin = numpy_ref.MultiHeadAttention(
-        module.d_model,
-        module.n_head,
-        n_kv_head=module.n_kv_head,
-        bias=has_bias,
-        rope=module.rope,
-        rope_base=module.rope_base,
-    )
-
-    def as_array(p):
-        return p.detach().cpu().numpy().copy()
-
-    # nn.Linear is (out, in) for x @ W.T; numpy_ref uses x @ W: transpose
-    twin.Wq, twin.Wk, twin.Wv, twin.Wo = (
-        as_array(lin.weight).T
-        for lin in (module.wq, module.wk, module.wv, module.wo)
-    )
-    if has_bias:
-        twin.bq, twin.bk, twin.bv, twin.bo = (
-            as_array(lin.bias)
-            for lin in (module.wq, module.wk, module.wv, module.wo)
-        )
-    return twin
-    # --8<-- [end:to-numpy]

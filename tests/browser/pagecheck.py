@@ -325,3 +325,47 @@ def screenshot(page, path):
     page.evaluate("() => document.fonts.ready.then(() => true)")
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(path), full_page=True, animations="disabled")
+
+
+# axe-core is vendored (tests/browser/vendor/: pinned, with its licence;
+# vendor_axe.sh refreshes it) and injected into the page, offline.
+AXE = Path(__file__).parent / "vendor" / "axe.min.js"
+AXE_FAILS = ("serious", "critical")
+# Runs axe once the page has settled (two frames after the call, for the
+# layout after a scheme or viewport change, and its CSS transitions
+# done); serious and critical findings only.
+_AXE_RUN = """async options => {
+  await new Promise(done =>
+    requestAnimationFrame(() => requestAnimationFrame(done)));
+  // colours mid-transition (Material animates some) are not the page's
+  await Promise.all(document.getAnimations().map(a => a.finished));
+  const result = await axe.run(document, options);
+  return result.violations.filter(v => FAILS.includes(v.impact)).map(v => ({
+    id: v.id, impact: v.impact, help: v.help, n: v.nodes.length,
+    html: v.nodes[0].html.slice(0, 120),
+    why: (v.nodes[0].failureSummary || "").split("\\n").slice(1, 2)
+           .join("").trim().slice(0, 160),
+  }));
+}"""
+
+
+def axe_problems(page, rules=None):
+    """Serious and critical axe-core violations on the page as it is now.
+
+    `rules`: the axe rule ids to run, or None for every rule axe runs by
+    default. One line per rule: how many elements, and the first one.
+    Moderate and minor findings are not reported.
+    """
+    if not page.evaluate("() => typeof axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    options = {"resultTypes": ["violations"], "preload": False}
+    if rules:
+        options["runOnly"] = {"type": "rule", "values": list(rules)}
+    found = page.evaluate(
+        _AXE_RUN.replace("FAILS", repr(list(AXE_FAILS))), options
+    )
+    return [
+        f"axe {v['id']} ({v['impact']}, {v['n']} elements: {v['help']}); "
+        f"e.g. {v['html']} {v['why']}"
+        for v in found
+    ]

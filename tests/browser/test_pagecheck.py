@@ -50,8 +50,9 @@ def write_page(folder, body, *, katex=True, throw=False, css=""):
         )
         tail = RENDER.replace("THROW", "true" if throw else "false")
     html = (
-        '<!doctype html><html><head><meta charset="utf-8">'
-        f'<link rel="icon" href="data:,">{head}</head>'
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        f'<title>test page</title><link rel="icon" href="data:,">{head}'
+        "</head>"
         f'<body data-md-color-scheme="default"><article>{body}</article>'
         f"{tail}</body></html>"
     )
@@ -325,3 +326,33 @@ def test_site_pages_lists_each_page_but_404_and_assets(tmp_path):
         ("generated/notebooks/experiment/", "generated-notebooks-experiment"),
         ("scaling/", "scaling"),
     ]
+
+
+AXE_BROKEN = """
+<style>.faint { color: #aaa; background: #fff }</style>
+<div role="dialog"><p>unnamed dialog</p></div>
+<p class="faint">grey on white, 2.3:1</p>
+<div style="overflow-x: auto; width: 100px">
+  <p style="width: 400px">a box that scrolls, which no key reaches</p>
+</div>
+"""
+
+
+def test_axe_problems_detects_serious_violations(synthetic):
+    """An unnamed dialog, faint text and a scroll box no key reaches are
+    each reported as serious; a run limited to one rule sees only it."""
+    page, _, _ = synthetic(AXE_BROKEN, katex=False)
+    lines = pagecheck.axe_problems(page)
+    for rule in (
+        "aria-dialog-name",
+        "color-contrast",
+        "scrollable-region-focusable",
+    ):
+        assert any(line.startswith(f"axe {rule} ") for line in lines), lines
+    only = pagecheck.axe_problems(page, ["color-contrast"])
+    assert [line.split()[1] for line in only] == ["color-contrast"]
+
+
+def test_axe_problems_none_on_a_clean_page(synthetic):
+    page, _, _ = synthetic("<main><h1>Fine</h1><p>Plain text.</p></main>")
+    assert pagecheck.axe_problems(page) == []

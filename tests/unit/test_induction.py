@@ -108,10 +108,15 @@ def test_forward_patching_no_head_is_the_corrupted_run(model, batch):
 
 
 def test_forward_on_a_prefix_equals_the_first_rows(model, batch):
-    """Causal: the first 5 positions do not see the rest."""
+    """Causal: the first 5 positions do not see the rest.
+
+    float64; the two lengths block their matmuls differently, so the
+    rows agree to rounding (measured up to 2e-12), not bit for bit. A
+    position that saw a later token would move by far more than 1e-9.
+    """
     full, _, _ = model(batch.tokens)
     short, _, _ = model(batch.tokens[:, :5])
-    torch.testing.assert_close(short, full[:, :5], rtol=0, atol=1e-12)
+    torch.testing.assert_close(short, full[:, :5], rtol=0, atol=1e-9)
 
 
 def test_fast_logits_equal_the_reference_forward(model, batch):

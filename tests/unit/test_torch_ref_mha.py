@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from mha_ref import numpy_ref, torch_ref
+from mha_ref import numpy_ref, torch_ref, twins
 from mha_ref.tolerances import atol
 
 B, TQ, TK, D_MODEL, N_HEAD = 2, 4, 6, 12, 3
@@ -95,7 +95,7 @@ def test_library_version_without_bias_has_no_bias(make_module):
 
 def test_to_numpy_transposes_linear_weights(make_module):
     module = make_module(D_MODEL, N_HEAD, bias=True)
-    twin = torch_ref.to_numpy(module)
+    twin = twins.to_numpy(module)
     assert isinstance(twin, numpy_ref.MultiHeadAttention)
     for ours, w, b in zip(
         LINEARS,
@@ -115,7 +115,7 @@ def test_to_numpy_transposes_linear_weights(make_module):
 
 
 def test_to_numpy_without_bias_has_no_bias(make_module):
-    twin = torch_ref.to_numpy(make_module(D_MODEL, N_HEAD, bias=False))
+    twin = twins.to_numpy(make_module(D_MODEL, N_HEAD, bias=False))
     assert twin.bq is twin.bk is twin.bv is twin.bo is None
 
 
