@@ -53,16 +53,30 @@ serve-fast: check zensical-config ## Zensical's live preview (127.0.0.1:8000)
 	trap 'kill $$watcher 2>/dev/null' EXIT; \
 	$(VENV)/bin/zensical serve -f zensical.yml -a $(HOST)
 
-# Each engine builds once and each notebook runs once (in generation);
-# pytest then reads those builds: units, docs agreement, the engines
-# compared page by page, the browser checks on the default site. One
+# Each engine builds once and each notebook runs once (in generation).
+# The unit tests (mha_ref against PyTorch; they read no build) run beside
+# the build, whose trained-heads page keeps one core busy for most of a
+# minute while the other is soon idle; their report follows the build's.
+# pytest then reads the builds: docs agreement, the engines compared page
+# by page, the notebooks, the browser checks on the default site. One
 # worker per core (pytest-xdist); tests go to whichever worker is free
 # (worksteal), so a module fixture may start on both: a costly one (the
 # engines' reading of both sites) has one test using it.
 PYTEST_JOBS ?= auto
 XDIST := -n $(PYTEST_JOBS) --dist worksteal
-test: site site-zensical browser ## build both sites once, run every test once
-	$(PY) -m pytest $(XDIST)
+UNIT := tests/unit mha_ref
+UNIT_LOG := build/unit-tests.log
+test: $(STAMP) browser ## build both sites once, run every test once
+	@mkdir -p build
+	@$(PY) -m pytest -q -p no:cacheprovider $(UNIT) >$(UNIT_LOG) 2>&1 & \
+	units=$$!; \
+	$(MAKE) --no-print-directory -o $(STAMP) site site-zensical; built=$$?; \
+	wait $$units; units_rc=$$?; \
+	echo "--- unit tests, run beside the build ($(UNIT_LOG)):"; \
+	cat $(UNIT_LOG); \
+	[ $$built -eq 0 ] || exit $$built; \
+	$(PY) -m pytest $(XDIST) $(UNIT:%=--ignore=%); rest=$$?; \
+	[ $$units_rc -eq 0 ] || exit $$units_rc; exit $$rest
 
 fast: check ## the quick checks while writing (no site, no browser)
 	$(PY) -m pytest -x -q $(XDIST) \
