@@ -255,10 +255,7 @@ def _suite_md(s):
             lines.append(f"| `make {target}` | not run ({why}) | | | | | |")
             continue
         t = r["target"]
-        pytest = "; ".join(
-            (run["pytest"] or {}).get("line", "no pytest summary")
-            for run in r["runs"]
-        )
+        pytest = "; ".join(_pytest_lines(run) for run in r["runs"])
         lines.append(
             f"| `make {target}` | {r['seconds']['median']:.1f} | "
             f"<= {t['max']:.0f} s | {_met(t)} | "
@@ -273,9 +270,15 @@ def _suite_md(s):
         for i, run in enumerate((s.get(target) or {}).get("runs", [])):
             gen, th = run["generation_total_s"], run["trained_heads_ran_s"]
             tests = (run["pytest"] or {}).get("seconds")
+            units = (run.get("pytest_units") or {}).get("seconds")
             said = [
                 *([f"generation {gen:.1f} s"] if gen is not None else []),
                 *([f"trained-heads {th:.1f} s"] if th is not None else []),
+                *(
+                    [f"unit tests beside the build {units:.1f} s"]
+                    if units is not None
+                    else []
+                ),
                 *([f"pytest {tests:.1f} s"] if tests is not None else []),
             ]
             if said:
@@ -460,3 +463,11 @@ def targets(report):
                     "met": engines[engine]["target_met"],
                 }
     return found
+
+
+def _pytest_lines(run):
+    """pytest's summary of a run: the unit tests' (make test runs them
+    beside the build) and the others'."""
+    line = (run["pytest"] or {}).get("line", "no pytest summary")
+    units = run.get("pytest_units")
+    return f"units: {units['line']}; then: {line}" if units else line

@@ -39,6 +39,9 @@ RE_SUMMARY = re.compile(
     re.M,
 )
 RE_COUNT = re.compile(r"(\d+) ([a-z]+)")
+# make test prints the unit tests' report (run beside the build) after
+# this line, then runs the other tests: one pytest summary each
+UNITS_MARK = "--- unit tests, run beside the build"
 PLURAL = {"error": "errors", "warning": "warnings"}
 
 
@@ -74,6 +77,17 @@ def pytest_summary(output):
         "counts": counts,
         "seconds": float(match["seconds"]),
     }
+
+
+def suite_summaries(output):
+    """(unit tests' summary, the other tests' summary) of a make test
+    output; the first is None where make printed no unit report (make
+    fast, or a build that stopped first)."""
+    if UNITS_MARK not in output:
+        return None, pytest_summary(output)
+    after = output.partition(UNITS_MARK)[2]
+    units, starts, rest = after.partition("test session starts")
+    return pytest_summary(units), pytest_summary(starts + rest)
 
 
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@localhost"]
@@ -131,11 +145,13 @@ def make_run(repo, target, empty=True, timeout=TIMEOUT_S):
         status = None
     seconds = time.perf_counter() - start
     pages = ran_seconds(output)
+    units, others = suite_summaries(output)
     return {
         "seconds": seconds,
         "passed": status == 0,
         "returncode": status,
-        "pytest": pytest_summary(output),
+        "pytest": others,
+        "pytest_units": units,
         "generation_total_s": generation_total(output),
         "trained_heads_ran_s": pages.get(TRAINED),
         "tail": None if status == 0 else output.splitlines()[-TAIL_LINES:],

@@ -39,7 +39,18 @@ listener = socket.socket(socket.AF_UNIX)
 listener.bind(SOCKET)
 listener.listen(64)
 children = {}  # client connection -> child pid
-signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+
+def stop(*_):  # no interpreter teardown: with torch loaded it takes 0.5 s
+    for pid in children.values():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    os._exit(0)
+
+
+signal.signal(signal.SIGTERM, stop)
 
 
 def spawn(conn):

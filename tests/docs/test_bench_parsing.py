@@ -8,7 +8,13 @@ failed run included): no command is run here.
 
 from bench import report
 from bench.build_times import generation_total, ran_seconds
-from bench.suite import STAMP, make_command, pytest_summary
+from bench.suite import (
+    STAMP,
+    UNITS_MARK,
+    make_command,
+    pytest_summary,
+    suite_summaries,
+)
 
 GENERATION = """\
   cached about
@@ -57,6 +63,23 @@ def test_pytest_summary_takes_the_last_and_may_be_missing():
     assert pytest_summary(output)["counts"] == {"failed": 1, "passed": 5}
     assert pytest_summary("make: *** [Makefile:38: check] Error 1\n") is None
     assert pytest_summary("the tests passed in the end\n") is None
+
+
+def test_suite_summaries_split_the_unit_report_from_the_rest():
+    output = (
+        "  ran    tiled  3.25 s\n"
+        f"{UNITS_MARK} (build/unit-tests.log):\n"
+        "....\n1 failed, 700 passed in 61.00s (0:01:01)\n"
+        "============ test session starts ============\n"
+        "2 workers [500 items]\n....\n"
+        "========== 500 passed, 3 skipped in 180.50s ==========\n"
+    )
+    units, others = suite_summaries(output)
+    assert units["counts"] == {"failed": 1, "passed": 700}
+    assert others["counts"] == {"passed": 500, "skipped": 3}
+    assert others["seconds"] == 180.5
+    fast = "stopping\n3 passed in 1.00s\n"
+    assert suite_summaries(fast) == (None, pytest_summary(fast))
 
 
 def test_make_never_sets_up_the_linked_venv():
