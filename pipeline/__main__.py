@@ -25,7 +25,7 @@ def main(argv=None):
         "--out", type=Path, help="output folder (default docs/generated)"
     )
     parser.add_argument(
-        "--jobs", type=int, help="pages run at once (default: cores)"
+        "--jobs", type=int, help="pages run at once (default: two per core)"
     )
     parser.add_argument(
         "--watch",

@@ -260,9 +260,11 @@ def _missing(data, line):
     return None
 
 
-def check_placeholders(root):
-    data = load_data(root)
-    return [p for _, _, p in rendered_pages(root, data) if p]
+def check_placeholders(root, rendered=None):
+    """``rendered``: rendered_pages' items, when main has them already."""
+    if rendered is None:
+        rendered = rendered_pages(root, load_data(root))
+    return [p for _, _, p in rendered if p]
 
 
 # ------------------------------------------------------ hand-typed results
@@ -356,7 +358,7 @@ EATEN = {
 }
 
 
-def check_math(root, typesetter=None):
+def check_math(root, typesetter=None, rendered=None):
     """Every formula on every page typeset by the vendored KaTeX.
 
     The same Typesetter as the build's post-step (pipeline/typeset_math),
@@ -364,9 +366,10 @@ def check_math(root, typesetter=None):
     a control character in it parses, and shows the wrong letters.
     """
     typesetter = typesetter or Typesetter()
-    data = load_data(root)
+    if rendered is None:
+        rendered = rendered_pages(root, load_data(root))
     problems = []
-    for page, text, _problem in rendered_pages(root, data):
+    for page, text, _problem in rendered:
         for line, tex, display in formulas(text or ""):
             eaten = sorted({EATEN[c] for c in tex if c in EATEN})
             if eaten:
@@ -398,11 +401,15 @@ def main(root=ROOT):
 
     problems = []
     try:
+        # each page rendered once, for its placeholders and its formulas
+        rendered = list(rendered_pages(root, load_data(root)))
         for check in CHECKS:
             if check is check_math:  # the build's formula cache: cheap
                 typesetter = Typesetter(cache=FORMULA_CACHE)
-                problems += check(root, typesetter)
+                problems += check(root, typesetter, rendered)
                 typesetter.save()
+            elif check is check_placeholders:
+                problems += check(root, rendered)
             else:
                 problems += check(root)
     except FileNotFoundError as exc:  # no generated data yet

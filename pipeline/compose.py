@@ -181,11 +181,19 @@ def page_blocks(markdown):
 
 
 @functools.cache  # each page re-reads the same files: parse each once
+@functools.lru_cache(maxsize=256)
+def _nodes(source):
+    """Every node of a Python source: each file parsed once a run, not
+    once per page that carries it."""
+    return tuple(ast.walk(ast.parse(source)))
+
+
+@functools.lru_cache(maxsize=256)
 def _mha_imports(source, package="mha_ref"):
     """The mha_ref modules a Python source (or a notebook) imports."""
     found = set()
     try:
-        tree = ast.parse(source)
+        nodes = _nodes(source)
     except SyntaxError:  # a notebook script with magics: read it by lines
         pattern = re.compile(
             r"^\s*(?:from\s+mha_ref(?:\.(\w+))?\s+import\s+\(?([\w,\s]+)"
@@ -198,7 +206,7 @@ def _mha_imports(source, package="mha_ref"):
             else:
                 found.update(n.strip() for n in m[2].split(",") if n.strip())
         return frozenset(found)
-    for node in ast.walk(tree):
+    for node in nodes:
         if isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level == 1 or module == package:  # from . / mha_ref
@@ -241,7 +249,7 @@ def _named_files(root, source):
     """Repository files a script names by a string literal of their path
     (the committed benchmark report, say): carried with the notebook."""
     found = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in _nodes(source):
         value = getattr(node, "value", None)
         literal = isinstance(node, ast.Constant) and isinstance(value, str)
         if literal and "/" in value and len(value) < 200:

@@ -24,7 +24,7 @@ from pipeline.output import atomic_write
 # Their versions go into a page's key, with numpy, torch and matplotlib.
 NOTEBOOK_PACKAGES = ("jupytext", "nbclient", "nbformat", "ipykernel")
 NOTEBOOK_TIMEOUT_S = 300  # per cell
-# One thread per kernel: pages run side by side, one per core, and a
+# One thread per kernel: pages run side by side (two per core), and a
 # page's numbers do not depend on how many cores the machine has.
 KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
