@@ -211,7 +211,7 @@ def _build_md(b):
         )
         notes.append(
             "- cold generation per page (its `ran` line, median s; pages "
-            "run side by side, one per core): "
+            "run side by side, two per core): "
             + ", ".join(f"{page} {s['median']:.1f}" for page, s in per_page)
         )
     if "trained_heads" in b and not trained:
