@@ -181,14 +181,13 @@ def page_blocks(markdown):
 
 
 @functools.cache  # each page re-reads the same files: parse each once
-@functools.lru_cache(maxsize=256)
 def _nodes(source):
-    """Every node of a Python source: each file parsed once a run, not
-    once per page that carries it."""
+    """Every node of a Python source (the imports and the named files
+    both read a page's script)."""
     return tuple(ast.walk(ast.parse(source)))
 
 
-@functools.lru_cache(maxsize=256)
+@functools.cache
 def _mha_imports(source, package="mha_ref"):
     """The mha_ref modules a Python source (or a notebook) imports."""
     found = set()
