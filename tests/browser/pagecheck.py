@@ -334,13 +334,13 @@ AXE_FAILS = ("serious", "critical")
 # Runs axe once the page has settled (two frames after the call, for the
 # layout after a scheme or viewport change, and its CSS transitions
 # done); serious and critical findings only.
-_AXE_RUN = """async options => {
+_AXE_RUN = """async ({options, fails}) => {
   await new Promise(done =>
     requestAnimationFrame(() => requestAnimationFrame(done)));
   // colours mid-transition (Material animates some) are not the page's
   await Promise.all(document.getAnimations().map(a => a.finished));
   const result = await axe.run(document, options);
-  return result.violations.filter(v => FAILS.includes(v.impact)).map(v => ({
+  return result.violations.filter(v => fails.includes(v.impact)).map(v => ({
     id: v.id, impact: v.impact, help: v.help, n: v.nodes.length,
     html: v.nodes[0].html.slice(0, 120),
     why: (v.nodes[0].failureSummary || "").split("\\n").slice(1, 2)
@@ -362,7 +362,7 @@ def axe_problems(page, rules=None):
     if rules:
         options["runOnly"] = {"type": "rule", "values": list(rules)}
     found = page.evaluate(
-        _AXE_RUN.replace("FAILS", repr(list(AXE_FAILS))), options
+        _AXE_RUN, {"options": options, "fails": list(AXE_FAILS)}
     )
     return [
         f"axe {v['id']} ({v['impact']}, {v['n']} elements: {v['help']}); "

@@ -53,16 +53,18 @@ def download_problems(built):
         return ["no page offers a notebook download"]
     problems = []
     for page in notebooks:
-        files = []
-        for engine, site in SITES.items():
-            downloads = built[engine][page].downloads
-            if len(downloads) != 1:
-                problems.append(f"{engine} {page}: downloads {downloads}")
-                break
-            files.append((site / downloads[0]).read_bytes())
-        else:
-            if files[0] != files[1]:
-                problems.append(f"{page}: the .ipynb files differ")
+        downloads = {e: built[e][page].downloads for e in SITES}
+        odd = [
+            f"{e} {page}: downloads {d}"
+            for e, d in downloads.items()
+            if len(d) != 1
+        ]
+        if odd:
+            problems += odd
+            continue
+        files = {(SITES[e] / d[0]).read_bytes() for e, d in downloads.items()}
+        if len(files) > 1:
+            problems.append(f"{page}: the .ipynb files differ")
     return problems
 
 
