@@ -6,7 +6,7 @@
 # make site-zensical (site-zensical/) and make serve-fast.
 # Every target sets up .venv on first use; nothing is needed beforehand.
 # Generation has one owner: these targets run `python -m pipeline` (the
-# page scripts in notebooks/) and `python -m pipeline.check` (the pages
+# page scripts in scripts/) and `python -m pipeline.check` (the pages
 # agree with the code and data; one line per mistake, with file:line)
 # before MkDocs builds or serves; MkDocs itself never runs either.
 
@@ -32,7 +32,7 @@ help: ## list the targets
 
 # ------------------------------------------------------------ entry points
 
-# The watcher reruns the pages an edit of mha_ref/ or notebooks/ affects;
+# The watcher reruns the pages an edit of mha_ref/ or scripts/ affects;
 # the server reloads on what it writes. Ctrl-C stops both.
 serve: check ## generate, then serve at http://127.0.0.1:8000 (reloads)
 	@$(PY) -m pipeline --watch & watcher=$$!; \

@@ -1,7 +1,7 @@
 """The generation step: every number, table and figure of the site.
 
 ``python -m pipeline [--force] [--only PAGE] [--out DIR] [--watch]``
-runs each page's script (``notebooks/<page>.py``) as the page's
+runs each page's script (``scripts/<page>.py``) as the page's
 notebook, in parallel, skipping pages whose inputs did not change, and
 writes ``docs/generated/``: data, tables, figures, exports (collect.py)
 and the executed notebooks. Make runs it before ``mkdocs build`` and

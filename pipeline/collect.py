@@ -1,6 +1,6 @@
 """From an executed page notebook to the files its page reads.
 
-Each output that ``glue`` (notebooks/glue.py) tagged becomes:
+Each output that ``glue`` (scripts/glue.py) tagged becomes:
 
 - a value: a key of ``data/<variable>.json``, read by the page as
   ``<< variable.name >>`` (the variable is the page name with '-' -> '_');
@@ -43,7 +43,7 @@ def write_outputs(nb, page, out, written):
     def claim(kind, name, index):
         if (kind, name) in seen:
             raise ValueError(
-                f"notebooks/{page}.py: {kind} {name!r} glued twice "
+                f"scripts/{page}.py: {kind} {name!r} glued twice "
                 f"(cells {seen[kind, name]} and {index})"
             )
         seen[kind, name] = index
@@ -57,7 +57,7 @@ def write_outputs(nb, page, out, written):
         claim(kind, name, index)
         if kind == "value":
             if name == "figures":
-                raise ValueError(f"notebooks/{page}.py: 'figures' is taken")
+                raise ValueError(f"scripts/{page}.py: 'figures' is taken")
             data[name] = record["value"]
         elif kind == "table":
             write(f"tables/{name}.md", record["markdown"])

@@ -2,7 +2,7 @@
 
 Every page ``docs/<name>.md`` that includes an ``mha_ref`` section
 (``--8<-- "mha_ref/file.py:section"``) or has a page script
-``notebooks/<name>.py`` gets ``notebooks/<name>.ipynb``:
+``scripts/<name>.py`` gets ``notebooks/<name>.ipynb``:
 
 1. a title and a note linking back to the page (an absolute URL from the
    site URL, so the link works on Colab and in a download);
@@ -21,7 +21,7 @@ Every page ``docs/<name>.md`` that includes an ``mha_ref`` section
    into its file and reloads the module, so later cells use the edit;
 4. the cells of the page script (jupytext percent format): the run that
    computes every number, table and figure the page shows, each named
-   with ``glue`` (notebooks/glue.py).
+   with ``glue`` (scripts/glue.py).
 
 The recipe (page title, headings, sections, files) is plain data;
 build.py hashes it into the page's key, so editing the prose of a page
@@ -44,7 +44,7 @@ HEADING = re.compile(r"^(#{1,3})\s+(.*?)\s*(\{[^}]*\})?\s*$")
 TAB = re.compile(r'^===\+?\s+"(.+)"\s*$')
 FENCE = re.compile(r"^\s*(```|~~~)")
 CARRY_TAG = "carry"
-SCRIPTS = "notebooks"  # the page scripts, and glue.py beside them
+SCRIPTS = "scripts"  # the page scripts, and glue.py beside them
 GLUE = f"{SCRIPTS}/glue.py"
 INIT = "mha_ref/__init__.py"
 # The URL the site is built for (mkdocs.yml reads the same variable).
@@ -113,7 +113,7 @@ def orphan_scripts(root):
 
 
 def page_scripts(root):
-    """{page name: script path} for every ``notebooks/<page>.py``."""
+    """{page name: script path} for every ``scripts/<page>.py``."""
     root = Path(root)
     scripts = sorted((root / SCRIPTS).glob("*.py"))
     return {p.stem: p for p in scripts if p.name != Path(GLUE).name}

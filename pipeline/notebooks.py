@@ -1,7 +1,7 @@
 """Execute each page's notebook; write it and what it glued.
 
 Each page's notebook, composed by compose.py (its sections, the files it
-carries, and its page script ``notebooks/<name>.py`` if any), is
+carries, and its page script ``scripts/<name>.py`` if any), is
 executed with nbclient in an empty folder, by a kernel that cannot
 import the repository (standalone_kernel_argv) and uses one thread, into
 ``notebooks/<name>.ipynb`` (and its Markdown page, notebook_page.py);

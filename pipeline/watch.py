@@ -17,7 +17,7 @@ import time
 from pipeline import check
 from pipeline.build import build
 
-WATCHED = ("mha_ref/*.py", "notebooks/*.py", "docs/*.md", "pipeline/*.py")
+WATCHED = ("mha_ref/*.py", "scripts/*.py", "docs/*.md", "pipeline/*.py")
 
 
 def snapshot(project):
@@ -31,7 +31,7 @@ def snapshot(project):
 
 
 def watch(project, jobs=None, interval=1.0, say=print):
-    say("watching mha_ref/, notebooks/ and docs/ (Ctrl-C stops)")
+    say("watching mha_ref/, scripts/ and docs/ (Ctrl-C stops)")
     before = snapshot(project)
     build(project, jobs=jobs, say=say)
     try:

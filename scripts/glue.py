@@ -1,6 +1,6 @@
 """Name what a cell computes, so the page can show it: glue.
 
-A page script (``notebooks/<page>.py``) calls these in the cells whose
+A page script (``scripts/<page>.py``) calls these in the cells whose
 results its page shows. Each call displays the result in the notebook,
 with its name, and tags the output so the site's build can collect it:
 

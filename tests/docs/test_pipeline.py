@@ -30,7 +30,7 @@ FILES = {
     "mha_ref/a.py": "from mha_ref import b\n\nA = b.B + 1\n",
     "mha_ref/b.py": "B = 1\n",
     "mha_ref/c.py": "C = 3\n",
-    "notebooks/alpha.py": """\
+    "scripts/alpha.py": """\
         # %% [markdown]
         # The line and the table the page shows.
 
@@ -50,7 +50,7 @@ FILES = {
         glue.figure("alpha-line", draw, alt="a line")
         glue.export("alpha-weights", {"w": [0.25]})
         """,
-    "notebooks/beta.py": """\
+    "scripts/beta.py": """\
         # %%
         import glue
         from mha_ref import c
@@ -65,7 +65,7 @@ def make_project(root):
         path = root / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
-    shutil.copy(ROOT / "notebooks/glue.py", root / "notebooks/glue.py")
+    shutil.copy(ROOT / "scripts/glue.py", root / "scripts/glue.py")
     for runner in ("pipeline",):  # the runner files are part of each key
         shutil.copytree(ROOT / runner, root / runner)
     return Project(root=root)
@@ -131,7 +131,7 @@ def test_carried_files_are_found_import_by_import(built):
         "mha_ref/__init__.py",
         "mha_ref/a.py",
         "mha_ref/b.py",  # imported by a.py, not by the script
-        "notebooks/glue.py",
+        "scripts/glue.py",
     ]
 
 
@@ -146,13 +146,13 @@ def test_edit_reruns_exactly_the_pages_that_carry_it(built):
     data = json.loads((built.out / "data/alpha.json").read_text())
     assert data["x"] == [1.5, 11.0]
     (built.root / "mha_ref/c.py").write_text("C = 4\n")
-    (built.root / "notebooks/glue.py").touch()  # same bytes: no rerun
+    (built.root / "scripts/glue.py").touch()  # same bytes: no rerun
     assert run(built)[:2] == ([], ["beta"])
 
 
 def test_failing_script_fails_and_names_the_page(tmp_path):
     project = make_project(tmp_path)
-    script = project.root / "notebooks/beta.py"
+    script = project.root / "scripts/beta.py"
     script.write_text("# %%\nraise ValueError('broken on purpose')\n")
     failed, _, log = run(project, only=["beta"])
     assert failed == ["beta"]
@@ -163,17 +163,17 @@ def test_failing_script_fails_and_names_the_page(tmp_path):
 
 def test_script_without_a_page_is_refused(tmp_path):
     project = make_project(tmp_path)
-    (project.root / "notebooks/gamma.py").write_text("# %%\n")
+    (project.root / "scripts/gamma.py").write_text("# %%\n")
     failed, ran, log = run(project)
     assert failed == ["gamma"]
     assert ran == ["alpha", "beta"]  # the other pages still run
-    assert "notebooks/gamma.py: no page docs/gamma.md" in "\n".join(log)
+    assert "scripts/gamma.py: no page docs/gamma.md" in "\n".join(log)
 
 
 def test_repository_edit_makes_exactly_its_carriers_stale(tmp_path):
     """On a copy of the real tree: keys only, nothing executed."""
     root = tmp_path / "repo"
-    for folder in ("docs", "mha_ref", "notebooks", "pipeline", "bench"):
+    for folder in ("docs", "mha_ref", "scripts", "pipeline", "bench"):
         shutil.copytree(
             ROOT / folder,
             root / folder,

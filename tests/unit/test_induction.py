@@ -1,7 +1,7 @@
 """The trained-heads model: its forward, data, ablation and patching.
 
 Tiny models in float64 and a few training steps: seconds, not minutes.
-The page's own training runs in notebooks/trained-heads.py.
+The page's own training runs in scripts/trained-heads.py.
 """
 
 import pytest
