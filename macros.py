@@ -1,11 +1,12 @@
 """Inline numbers and figures for the pages (the mkdocs-macros module).
 
 Each docs/generated/data/<name>.json becomes a template variable <name>,
-three filters format what it holds, and one macro shows a figure:
+four filters format what it holds, and one macro shows a figure:
 
     << attention_matrix.weighted_sum.output | vec >>  ->  [1.5, 1]
     << experiment.summary.sdpa | sci >>               ->  1.19e-07
     << scaling.sqrt_d_head | num >>                   ->  8
+    << experiment.all_passed | yesno >>              ->  yes
     << figure("kv-masks") >>                          ->  light and dark SVGs
 
 The data is read with `json` (PyYAML would read 1e-07 as a string) just
@@ -79,11 +80,23 @@ def num(x, digits=4):
 
 
 def sci(x, digits=2):
-    """Scientific notation with `digits` decimals: 1.19e-07."""
+    """Scientific notation with `digits` decimals: 1.19e-07; exactly zero
+    reads 0 (not 0.00e+00, which looks like a rounded small number)."""
     x = _finite_or_label(x)
     if isinstance(x, str):
         return x
+    if x == 0:
+        return "0"
     return f"{x:.{digits}e}"
+
+
+def yesno(x):
+    """A yes/no result as a word: True -> yes, False -> no (never the
+    Python spelling True/False in prose)."""
+    _defined(x)
+    if not isinstance(x, bool):
+        raise TypeError(f"expected True or False, got {x!r}")
+    return "yes" if x else "no"
 
 
 def vec(xs, digits=4):
@@ -144,7 +157,7 @@ def data_dir_of(env):
     return Path(env.conf["docs_dir"]) / "generated" / "data"
 
 
-FILTERS = {"num": num, "sci": sci, "vec": vec}
+FILTERS = {"num": num, "sci": sci, "vec": vec, "yesno": yesno}
 
 
 def define_env(env):

@@ -2,7 +2,8 @@
 
     python -m bench                    # everything (make bench)
     python -m bench --only impl,katex  # build, reading, impl, katex, decode,
-                                       # engines, suite
+                                       # roofline, engines, suite, weight
+    python -m bench --only weight --site site  # weigh a site built already
     python -m bench --quick            # fewer runs and sizes (a smoke test)
     python -m bench --out /tmp/bench   # write the report elsewhere
 
@@ -23,9 +24,14 @@ One module per part, each with its own docstring:
 - katex_prerender: math on the first paint (typeset at build time):
   math / FCP, layout shift and bytes of every page, and the step itself.
 - decode: one decode step with a long KV cache, per number of KV heads.
+- roofline: this CPU's peak matmul rate and copy bandwidth, and a
+  prefill and a decoding step of the reference layer against them
+  (also bench/roofline.json, which the cost page reads).
 - engines: MkDocs against Zensical, builds and server reloads.
 - suite: `make test` and `make fast` in a fresh copy, from empty
   outputs (--quick: `make fast` only).
+- weight: every page's first view in Chromium, in bytes, against the
+  budgets of a text page (500 kB) and a notebook page (700 kB).
 
 A run of some parts (--only) keeps the other parts of the report.
 

@@ -21,11 +21,23 @@ from bench.implementations import (
 )
 from bench.katex_prerender import bench_math
 from bench.reading import bench_reading, reading_pages
+from bench.roofline import bench_roofline
 from bench.suite import bench_suite
 from bench.timing import ROOT, say
+from bench.weight import bench_weight
 
 OUT = ROOT / "bench"
-PARTS = ("build", "reading", "impl", "katex", "decode", "engines", "suite")
+PARTS = (
+    "build",
+    "reading",
+    "impl",
+    "katex",
+    "decode",
+    "roofline",
+    "engines",
+    "suite",
+    "weight",
+)
 
 
 def parse(argv):
@@ -47,6 +59,12 @@ def parse(argv):
         type=Path,
         default=OUT,
         help="folder for report.json and report.md (default: bench/)",
+    )
+    parser.add_argument(
+        "--site",
+        type=Path,
+        default=None,
+        help="weight: measure this built site instead of a fresh copy's",
     )
     parser.add_argument(
         "--threads",
@@ -75,6 +93,8 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="mha-bench-") as tmp:
         repo = Path(tmp) / "repo"
         needs_site = {"build", "reading", "katex"} & set(parts)
+        if "weight" in parts and args.site is None:
+            needs_site.add("weight")
         if needs_site or "engines" in parts:
             copy_repo(repo)
         if needs_site:
@@ -94,6 +114,8 @@ def main(argv=None):
                 sites, reading_pages(repo), 3 if args.quick else 7
             )
             report["reading"] = {"client": reading["client"]}
+        if "weight" in parts:
+            report["weight"] = bench_weight(args.site or repo / "site")
         if "engines" in parts:  # MkDocs and Zensical, same rounds
             report["engines"] = bench_engines(repo, rounds)
         if "katex" in parts:
@@ -116,6 +138,12 @@ def main(argv=None):
         )
     if "decode" in parts:
         report["decode"] = bench_decode(5 if args.quick else 41, args.threads)
+    if "roofline" in parts:  # also writes bench/roofline.json
+        report["roofline"] = bench_roofline(
+            3 if args.quick else 7,
+            args.threads,
+            out=args.out / "roofline.json",
+        )
     report["environment"]["load_average_at_end"] = os.getloadavg()
     report["seconds_total"] = seconds = time.perf_counter() - start
     if set(parts) != set(PARTS):  # keep the parts this run did not redo

@@ -4,6 +4,8 @@ import json
 
 from bench.build_times import TARGETS as BUILD_TARGETS
 from bench.engines import markdown as engines_md
+from bench.roofline import markdown as roofline_md
+from bench.weight import markdown as weight_md
 
 
 def write(report, out):
@@ -72,8 +74,10 @@ def markdown(report):
         ("impl", _impl_md),
         ("katex", _katex_md),
         ("decode", _decode_md),
+        ("roofline", roofline_md),
         ("engines", engines_md),
         ("suite", _suite_md),
+        ("weight", weight_md),
     ):
         if part in report:
             lines += _section(part, section, report[part])

@@ -5,6 +5,8 @@ shape, index or row in its message; none uses ``assert``, which
 ``python -O`` removes.
 """
 
+from collections.abc import Iterator
+
 import numpy as np
 
 
@@ -165,6 +167,94 @@ def positions(query_shape, key_shape):
             )
 
 
+def array_of(value, name, as_array):
+    """``value`` through ``as_array`` (np.asarray or torch.as_tensor).
+
+    An iterator (a generator, say) is read once, into a list, so both
+    frameworks see the same numbers; what neither can read as numbers
+    raises TypeError naming the argument, not the library's own error.
+    """
+    if isinstance(value, Iterator):
+        value = list(value)
+    try:
+        return as_array(value)
+    except (TypeError, ValueError, RuntimeError) as error:
+        raise TypeError(
+            f"{name} must be numbers (a list, an array or a tensor), got "
+            f"{type(value).__name__} {value!r:.60}: {error}"
+        ) from None
+
+
+def position_array(value, name, as_array):
+    """One argument of positions: real numbers, finite, not bool.
+
+    Ints of any width and floats (fractional positions) are kept as
+    they are and compared as they are. torch has no comparison or max
+    for uint16/32/64, so such tensors come back as int64, values kept.
+    """
+    positions = array_of(value, name, as_array)
+    kind = _kind(positions)
+    if kind not in "iuf":
+        raise TypeError(
+            f"{name} must hold integers or real numbers, one position "
+            f"per row, got dtype {positions.dtype} and shape "
+            f"{tuple(positions.shape)}"
+        )
+    if kind == "f":
+        finite(_numbers_of(positions), name)
+    return _widened(positions, name)
+
+
+def mask_positions(query_positions, key_positions, as_array):
+    """The guards of causal_mask_for_positions: two 1-D real arrays.
+
+    Returns (query, key) positions through ``as_array``; torch key
+    positions follow the query positions' device.
+    """
+    q_pos = position_array(query_positions, "query_positions", as_array)
+    k_pos = position_array(key_positions, "key_positions", as_array)
+    positions(q_pos.shape, k_pos.shape)  # one per row: 1-D each
+    if is_tensor(q_pos) and k_pos.device != q_pos.device:
+        k_pos = k_pos.to(q_pos.device)
+    return q_pos, k_pos
+
+
+def _kind(values):
+    # a NumPy kind letter for an array or a tensor
+    if is_tensor(values):
+        return _tensor_kind(values.dtype)
+    return np.asarray(values).dtype.kind
+
+
+def _all_finite(values):
+    # one pass, on the values' own device
+    if is_tensor(values):
+        return bool(values.isfinite().all())
+    return bool(np.isfinite(values).all())
+
+
+def _numbers_of(values):
+    # a tensor as a NumPy array (floats as float64: NumPy has no bf16)
+    if not is_tensor(values):
+        return np.asarray(values)
+    values = values.detach().cpu()
+    return (values.double() if values.is_floating_point() else values).numpy()
+
+
+def _widened(values, name):
+    # torch lacks most kernels for uint16/32/64: int64 holds their values
+    wide_unsigned = ("torch.uint16", "torch.uint32", "torch.uint64")
+    if not is_tensor(values) or str(values.dtype) not in wide_unsigned:
+        return values
+    numbers = values.cpu().numpy()
+    if numbers.size and numbers.max() >= 2**63:
+        raise ValueError(
+            f"{name} holds {numbers.max()}, beyond int64 (2**63 - 1); "
+            f"positions and lengths must fit in int64"
+        )
+    return values.long()
+
+
 def model_input(shape, d_model, name="x"):
     """Check an input of shape (B, T, d_model)."""
     shape = tuple(shape)
@@ -243,6 +333,22 @@ def upstream(dout_shape, out_shape, name="dout"):
             f"{name} of shape {tuple(dout_shape)} must match the output "
             f"it is the gradient of, of shape {tuple(out_shape)}"
         )
+
+
+def linear_arrays(x, weight, dy):
+    """The guards of numpy_ref.linear_backward: y = x W, given dL/dy.
+
+    x (..., d_in), weight (d_in, d_out), dy (..., d_out) with x's
+    leading dims, as float arrays of one dtype (see float_arrays).
+    """
+    x, weight, dy = float_arrays(x=x, weight=weight, dy=dy)
+    if weight.ndim != 2 or x.ndim < 1 or x.shape[-1] != weight.shape[0]:
+        raise ValueError(
+            f"x {x.shape} and weight {weight.shape} do not fit y = x W: "
+            f"x must be (..., d_in) and weight (d_in, d_out)"
+        )
+    upstream(dy.shape, (*x.shape[:-1], weight.shape[1]), "dy")
+    return x, weight, dy
 
 
 def kv_heads(q_shape, k_shape, v_shape):
@@ -347,6 +453,38 @@ def rope_inputs(x_shape, positions, base, base_name="base"):
     rope_head_size(x_shape[-1])
     rope_positions(positions, x_shape[-2])
     rope_base(base, base_name)
+
+
+def rope_arguments(x, positions, base, as_array):
+    """The guards of every apply_rope: x, positions and base, checked.
+
+    ``as_array``: np.asarray (NumPy: x array-like, not a tensor) or
+    torch.as_tensor (x must be a tensor). x real and finite: bool and
+    int compute in float, as the callers convert them. Positions: any
+    iterable of reals, fractional ones too (position interpolation),
+    read once; torch ones come back on x's device. Returns (x,
+    positions).
+    """
+    if as_array is np.asarray:
+        not_a_tensor(x, "x", "torch_ref.apply_rope")
+        x = np.asarray(x)
+    elif not is_tensor(x):
+        raise TypeError(
+            f"x must be a torch.Tensor, got {type(x).__name__}; convert "
+            f"with torch.as_tensor(x), or use numpy_ref.apply_rope"
+        )
+    if _kind(x) not in "biuf":
+        raise TypeError(
+            f"x must hold real numbers (bool, int or float), got dtype "
+            f"{x.dtype}"
+        )
+    if _kind(x) == "f" and not _all_finite(x):  # NaN would pass unseen
+        finite(_numbers_of(x), "x")
+    positions = array_of(positions, "positions", as_array)
+    if is_tensor(x):
+        positions = positions.to(x.device)
+    rope_inputs(x.shape, positions, base)
+    return x, positions
 
 
 def rope_base(base, name="rope_base"):
@@ -602,6 +740,360 @@ def attention_tensors(q, k, v, mask=None, empty_rows="raise"):
     return mask_tensor(mask, shape, q.device, empty_rows)
 
 
+# Score modifiers of attention (scale, softcap, bias, sinks): guards.
+
+
+def real_number(value, name):
+    """A Python or NumPy real number (bool refused), as a float."""
+    if isinstance(value, bool) or not isinstance(
+        value, int | float | np.integer | np.floating
+    ):
+        raise TypeError(
+            f"{name} must be a real number, got {type(value).__name__} "
+            f"{value!r}"
+        )
+    return float(value)
+
+
+def score_scale(scale):
+    """The scale of q k^T: None (1 / sqrt(d_k)) or a finite number."""
+    if scale is None:
+        return
+    if not np.isfinite(real_number(scale, "scale")):
+        raise ValueError(
+            f"scale must be finite, got {scale}; None gives the default "
+            f"1 / sqrt(d_k)"
+        )
+
+
+def softcap_value(softcap):
+    """The soft-cap: None (off) or a positive finite number (Gemma 2: 50)."""
+    if softcap is None:
+        return
+    cap = real_number(softcap, "softcap")
+    if not (np.isfinite(cap) and cap > 0):
+        raise ValueError(
+            f"softcap must be positive and finite (Gemma 2 uses 50.0), "
+            f"got {softcap}; None turns soft-capping off"
+        )
+
+
+def _broadcasts_to(shape, scores_shape, name):
+    shape, scores_shape = tuple(shape), tuple(scores_shape)
+    try:
+        full = np.broadcast_shapes(shape, scores_shape)
+    except ValueError:
+        full = None
+    if full != scores_shape:
+        raise ValueError(
+            f"{name} of shape {shape} does not broadcast to the scores "
+            f"(..., Tq, Tk) = {scores_shape}"
+        )
+
+
+def _no_nan_or_posinf(values, name, allowed):
+    # values: a NumPy float array; -inf is allowed and means `allowed`
+    bad = np.isnan(values) | np.isposinf(values)
+    if np.any(bad):
+        first = first_index(bad)
+        raise ValueError(
+            f"{name} of shape {tuple(values.shape)} holds {values[first]} "
+            f"at index {first}; use finite values, or -inf for {allowed}"
+        )
+
+
+def _modifier_kind(name, kind, dtype, shape):
+    if kind == "b":
+        raise TypeError(
+            f"{name} must hold real numbers, got a boolean {name} of shape "
+            f"{shape}; a boolean mask goes in mask (True = blocked)"
+        )
+    if kind not in "iuf":
+        raise TypeError(
+            f"{name} must hold real numbers, got dtype {dtype} and shape "
+            f"{shape}"
+        )
+
+
+def sinks_shape(shape, scores_shape):
+    """One sink logit per query head: shape (H,) for scores (.., H, Tq, Tk)."""
+    shape, scores_shape = tuple(shape), tuple(scores_shape)
+    if len(scores_shape) < 3:
+        raise ValueError(
+            f"sinks need a heads axis: q (..., H, Tq, d) gives scores "
+            f"(..., H, Tq, Tk), got scores {scores_shape}"
+        )
+    if shape != (scores_shape[-3],):
+        raise ValueError(
+            f"sinks must hold one logit per query head, shape (H,) = "
+            f"({scores_shape[-3]},) for scores {scores_shape}, got shape "
+            f"{shape}"
+        )
+
+
+def _rows_without_keys_or_sink(blocked, sinks, empty_rows):
+    # blocked (..., H, Tq, Tk) and sinks (H,) or None, NumPy: a row is
+    # empty when every key is blocked and its head has no sink (-inf)
+    row_blocked = np.all(blocked, axis=-1)  # (..., H, Tq)
+    if sinks is not None:
+        row_blocked = row_blocked & np.isneginf(sinks)[:, None]
+    rows_without_keys(row_blocked, empty_rows)
+
+
+def scored_attention_arrays(
+    q, k, v, mask, empty_rows, scale, softcap, bias, sinks
+):
+    """The guards of numpy_ref.attention and its score modifiers, one call.
+
+    Returns q, k, v (as attention_arrays makes them); the blocked
+    entries, mask | (bias == -inf), broadcast to the scores (..., Tq,
+    Tk), or None; bias (broadcasting to the scores) and sinks (H,) in
+    q's dtype, or None. A row with every key blocked is refused unless
+    its head has a sink (it is then not empty) or empty_rows="zero".
+    """
+    empty_rows_option(empty_rows)
+    score_scale(scale)
+    softcap_value(softcap)
+    q, k, v = float_arrays(q=q, k=k, v=v)
+    shape = scores_shape(q.shape, k.shape, v.shape)
+    arrays = {"bias": bias, "sinks": sinks}
+    for name, value in arrays.items():
+        if value is None:
+            continue
+        not_a_tensor(value, name, f"torch_ref with a torch {name}")
+        array = np.asarray(value)
+        _modifier_kind(name, array.dtype.kind, array.dtype, array.shape)
+        if name == "bias":
+            _broadcasts_to(array.shape, shape, "bias")
+        else:
+            sinks_shape(array.shape, shape)
+        array = array.astype(q.dtype, copy=False)
+        _no_nan_or_posinf(
+            array, name, "a blocked key" if name == "bias" else "no sink"
+        )
+        arrays[name] = array
+    bias, sinks = arrays["bias"], arrays["sinks"]
+    blocked = None if mask is None else mask_array(mask, shape, "zero")
+    if bias is not None and np.any(np.isneginf(bias)):  # -inf blocks
+        bias_blocked = np.broadcast_to(np.isneginf(bias), shape)
+        blocked = bias_blocked if blocked is None else blocked | bias_blocked
+    if blocked is not None:
+        _rows_without_keys_or_sink(blocked, sinks, empty_rows)
+    return q, k, v, blocked, bias, sinks
+
+
+def scored_attention_tensors(
+    q, k, v, mask, empty_rows, scale, softcap, bias, sinks
+):
+    """The guards of torch_ref.attention and its score modifiers, one call.
+
+    q, k and v as attention_tensors checks them; bias (broadcasting to
+    the scores) and sinks (H,) floating tensors on q's device, of any
+    floating dtype. Returns the blocked entries, mask | (bias == -inf),
+    expanded to the scores (..., Tq, Tk), or None. A row with every key
+    blocked is refused unless its head has a sink or empty_rows="zero".
+    """
+    empty_rows_option(empty_rows)
+    score_scale(scale)
+    softcap_value(softcap)
+    float_tensors(q=q, k=k, v=v)
+    shape = scores_shape(q.shape, k.shape, v.shape)
+    for name, value in (("bias", bias), ("sinks", sinks)):
+        if value is None:
+            continue
+        if not is_tensor(value):
+            raise TypeError(
+                f"{name} must be a torch.Tensor, got "
+                f"{type(value).__name__}; convert with "
+                f"torch.as_tensor({name}, dtype=q.dtype)"
+            )
+        kind = _tensor_kind(value.dtype)
+        _modifier_kind(name, kind, value.dtype, tuple(value.shape))
+        if kind != "f":
+            raise TypeError(
+                f"{name} has dtype {value.dtype}; expected a floating "
+                f"dtype: convert with {name}.to(q.dtype)"
+            )
+        if name == "bias":
+            _broadcasts_to(value.shape, shape, "bias")
+        else:
+            sinks_shape(value.shape, shape)
+        if value.device != q.device:
+            raise ValueError(
+                f"{name} is on {value.device} but q, k and v are on "
+                f"{q.device}; move it with {name}.to({str(q.device)!r})"
+            )
+        if bool((value.isnan() | value.isposinf()).any()):
+            _no_nan_or_posinf(
+                value.detach().cpu().double().numpy(),
+                name,
+                "a blocked key" if name == "bias" else "no sink",
+            )
+    blocked = None
+    if mask is not None:
+        blocked = mask_tensor(mask, shape, q.device, "zero")
+    if bias is not None and bool(bias.isneginf().any()):  # -inf blocks
+        bias_blocked = bias.isneginf().expand(*shape)
+        blocked = bias_blocked if blocked is None else blocked | bias_blocked
+    if blocked is not None:
+        sink_np = None if sinks is None else sinks.detach().cpu().numpy()
+        _rows_without_keys_or_sink(blocked.cpu().numpy(), sink_np, empty_rows)
+    return blocked
+
+
+def _numpy_values(values):
+    # a NumPy array or a torch tensor as (kind letter, NumPy values)
+    if is_tensor(values):
+        kind = _tensor_kind(values.dtype)
+        array = values.detach().cpu()
+        return kind, (array.double() if kind == "f" else array).numpy()
+    array = np.asarray(values)
+    return array.dtype.kind, array
+
+
+def alibi_inputs(slopes, query_positions, key_positions):
+    """The guards of alibi_bias: (n_head,) finite slopes, 1-D positions.
+
+    Arrays or tensors; slopes and positions of any int or float dtype
+    (bool refused), finite.
+    """
+    for name, value in (
+        ("slopes", slopes),
+        ("query_positions", query_positions),
+        ("key_positions", key_positions),
+    ):
+        kind, values = _numpy_values(value)
+        if kind not in "iuf":
+            raise TypeError(
+                f"{name} must hold real numbers, got dtype {value.dtype} "
+                f"and shape {tuple(values.shape)}"
+            )
+        if values.ndim != 1 or len(values) < 1:
+            what = "one slope per head" if name == "slopes" else "one per row"
+            raise ValueError(
+                f"{name} must be 1-D and not empty ({what}), got shape "
+                f"{tuple(values.shape)}"
+            )
+        if kind == "f":
+            finite(values, name)
+
+
+# The conventions page's converters (mha_ref/conventions.py): guards.
+
+
+def window_convention(window, library, libraries):
+    """A Hugging Face sliding window W >= 1 and a library to express it in."""
+    positive_integer(window, "window")
+    if library not in libraries:
+        raise ValueError(
+            f"library must be one of {libraries}, got {library!r}"
+        )
+
+
+def window_value(value, library, libraries):
+    """Another library's causal window: (left >= 0, 0) or an int >= 0."""
+    if library not in libraries:
+        raise ValueError(
+            f"library must be one of {libraries}, got {library!r}"
+        )
+    if library in ("flash_attn", "jax"):
+        if not isinstance(value, tuple | list) or len(value) != 2:
+            raise TypeError(
+                f"{library}'s window is a pair (left, right), got {value!r}"
+            )
+        integer(value[0], "left")
+        integer(value[1], "right")
+        if value[0] < 0 or value[1] != 0:
+            raise ValueError(
+                f"a causal sliding window is (left >= 0, right = 0) in "
+                f"{library}'s terms, got {tuple(value)}; right > 0 lets a "
+                f"query see later keys, -1 means unlimited"
+            )
+        return
+    integer(value, "window")
+    least = 0 if library == "attention_gym" else 1
+    if value < least:
+        raise ValueError(
+            f"{library}'s window must be at least {least}, got {value}"
+        )
+
+
+def layout_shape(shape, ndim, layout):
+    """A tensor of the layout named, e.g. 4-D for (B, T, H, d)."""
+    if len(tuple(shape)) != ndim:
+        raise ValueError(
+            f"expected a {ndim}-D tensor {layout}, got shape {tuple(shape)}"
+        )
+
+
+def sink_key_inputs(k, v, sinks):
+    """k, v as float_tensors checks them; sinks a 1-D float tensor (H,)
+    of one dtype with them, -inf allowed (no sink), no NaN or +inf."""
+    float_tensors(k=k, v=v)
+    if not is_tensor(sinks) or sinks.dtype != k.dtype or sinks.dim() != 1:
+        shape = tuple(getattr(sinks, "shape", ()))
+        raise TypeError(
+            f"sinks must be a 1-D tensor (H,) of k's dtype {k.dtype}, got "
+            f"{type(sinks).__name__} {getattr(sinks, 'dtype', '')} {shape}"
+        )
+    _no_nan_or_posinf(sinks.detach().cpu().double().numpy(), "sinks", "none")
+
+
+HEAD_LAYOUTS = ("consecutive", "strided")
+
+
+def head_layout(layout):
+    """How query heads share key/value heads: consecutive or strided."""
+    if layout not in HEAD_LAYOUTS:
+        raise ValueError(
+            f"layout must be one of {HEAD_LAYOUTS}, got {layout!r}"
+        )
+
+
+SCALE_CONVENTIONS = ("sqrt", "gemma", "t5")
+
+
+def scale_convention(d_head, convention, query_pre_attn_scalar):
+    """A scale convention and what it needs: Gemma's query_pre_attn_scalar."""
+    positive_integer(d_head, "d_head")
+    if convention not in SCALE_CONVENTIONS:
+        raise ValueError(
+            f"convention must be one of {SCALE_CONVENTIONS}, got "
+            f"{convention!r}"
+        )
+    if convention == "gemma":
+        value = real_number(query_pre_attn_scalar, "query_pre_attn_scalar")
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(
+                f"query_pre_attn_scalar must be positive and finite, got "
+                f"{query_pre_attn_scalar}"
+            )
+
+
+def fill_value(fill, dtype):
+    """A fill for blocked scores: "-inf", "min" or a number, as a float.
+
+    ``dtype``: a torch floating dtype; a number it cannot hold (-1e9 in
+    float16) is refused, where masked_fill would raise a RuntimeError.
+    """
+    import torch  # only the torch converters call this
+
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a torch floating dtype, got {dtype}")
+    info = torch.finfo(dtype)
+    if fill == "-inf":
+        return float("-inf")
+    if fill == "min":
+        return info.min
+    value = real_number(fill, "fill")
+    if not np.isfinite(value) or not info.min <= value <= info.max:
+        raise ValueError(
+            f"fill {fill!r} does not fit {dtype} (finite values from "
+            f"{info.min} to {info.max}); use '-inf' or 'min'"
+        )
+    return value
+
+
 def output_shape(q_shape, k_shape, v_shape):
     """The shape (..., Tq, dv) of attention's output, after the checks."""
     *lead, tq, _ = scores_shape(q_shape, k_shape, v_shape)
@@ -796,7 +1288,17 @@ def kv_chunk(keys, values, k, v):
 
 
 def new_queries(values, n_new):
-    """At least one cached or new key per new query (kv_cache example)."""
+    """At least one cached or new key per new query (kv_cache example).
+
+    ``values``: one finite real number per key, a 1-D sequence.
+    """
+    numbers = np.asarray(values)
+    if numbers.ndim != 1 or numbers.dtype.kind not in "biuf":
+        raise TypeError(
+            f"values must be a sequence of real numbers, one per key, "
+            f"got {type(values).__name__} {values!r:.60}"
+        )
+    finite(numbers.astype(np.float64), "values")
     if len(values) < n_new:
         raise ValueError(
             f"values holds {len(values)} value(s), {tuple(values)}, but "
@@ -805,8 +1307,14 @@ def new_queries(values, n_new):
         )
 
 
-def key_padding(lengths, tk):
-    """Lengths (B,) of ints in 1 .. tk, or a (B, Tk) bool padding mask."""
+def key_padding(lengths, tk, as_array=None):
+    """Lengths (B,) of ints in 1 .. tk, or a (B, Tk) bool padding mask.
+
+    Returns the lengths, through ``as_array`` (np.asarray or
+    torch.as_tensor) when given; torch uint16/32/64 come back as int64.
+    """
+    if as_array is not None:
+        lengths = array_of(lengths, "lengths", as_array)
     shape = tuple(lengths.shape)
     values = np.asarray(lengths.cpu() if is_tensor(lengths) else lengths)
     if tk is not None:
@@ -823,7 +1331,7 @@ def key_padding(lengths, tk):
                 f"{'' if tk is None else f', with Tk = {tk}'}; got shape "
                 f"{shape}"
             )
-        return
+        return lengths
     if values.dtype.kind not in "iu" or len(shape) != 1:
         raise TypeError(
             f"lengths must be ints of shape (B,), or a bool (B, Tk) "
@@ -838,6 +1346,7 @@ def key_padding(lengths, tk):
     if tk is not None and len(values) and values.max() > tk:
         b = int(np.argmax(values))
         raise ValueError(f"lengths[{b}] = {values[b]} exceeds tk = {tk} keys")
+    return _widened(lengths, "lengths")
 
 
 def rope_weight(shape, n_head):
@@ -852,3 +1361,197 @@ def rope_weight(shape, n_head):
             f"split into n_head heads, got shape {shape}"
         )
     rope_head_size(shape[0] // n_head)
+
+
+# Mask rules: functions of positions (numpy_ref / torch_ref, "masks").
+
+
+def _rule_values(values, name, ids=False):
+    # positions (or document ids) as a NumPy array, checked: 1-D (T,)
+    # or (B, T), real whole numbers, finite, >= 0 unless they are ids
+    if is_tensor(values):
+        kind = _tensor_kind(values.dtype)
+        array = values.detach().cpu()
+        array = (array.double() if kind == "f" else array).numpy()
+    else:
+        array = np.asarray(values)
+        kind = array.dtype.kind
+    what = "document ids" if ids else "positions"
+    if kind not in "iuf":
+        raise TypeError(
+            f"{name} must hold integer {what}, got dtype "
+            f"{getattr(values, 'dtype', array.dtype)} and shape "
+            f"{tuple(array.shape)}"
+        )
+    if array.ndim not in (1, 2):
+        raise ValueError(
+            f"{name} must be 1-D (T,), shared by the batch, or (B, T), "
+            f"one row per sequence; got shape {tuple(array.shape)}"
+        )
+    if kind == "f":
+        finite(array, name)
+        whole = array == np.round(array)
+        if not np.all(whole):
+            first = first_index(~whole)
+            raise ValueError(
+                f"{name} must hold whole numbers ({what}), got "
+                f"{array[first]} at index {first}"
+            )
+    if not ids and array.size and array.min() < 0:
+        first = first_index(array < 0)
+        raise ValueError(
+            f"{name} must be >= 0, got {array[first]} at index {first}"
+        )
+    return array
+
+
+def rule_arrays(query_values, key_values, ids=False, names=None):
+    """The guards of a mask rule's two position arrays, in one call.
+
+    Each is 1-D (T,) or (B, T), of whole numbers (any int dtype, or
+    floats holding whole numbers), finite and, for positions, >= 0
+    (``ids=True``: document ids, any integers). Two (B, T) arrays need
+    the same B, or B = 1; a 1-D array is shared by every sequence.
+    """
+    q_name, k_name = names or ("query_positions", "key_positions")
+    q = _rule_values(query_values, q_name, ids)
+    k = _rule_values(key_values, k_name, ids)
+    batch = {q.shape[0], k.shape[0]} - {1}  # B = 1 broadcasts
+    if q.ndim == k.ndim == 2 and len(batch) > 1:
+        raise ValueError(
+            f"{q_name} {tuple(q.shape)} and {k_name} {tuple(k.shape)} "
+            f"hold different batch sizes B = {q.shape[0]} and "
+            f"{k.shape[0]}; a (B, T) pair needs the same B"
+        )
+
+
+def _rule_int(value, name, least):
+    integer(value, name)
+    if value < least:
+        raise ValueError(f"{name} must be at least {least}, got {value}")
+
+
+def sliding_window_rule(query_positions, key_positions, window, sink_tokens):
+    """The guards of sliding_window_mask: positions, window, sinks."""
+    rule_arrays(query_positions, key_positions)
+    _rule_int(window, "window", 1)
+    _rule_int(sink_tokens, "sink_tokens", 0)
+
+
+def chunked_rule(query_positions, key_positions, chunk):
+    """The guards of chunked_mask: positions and a chunk size >= 1."""
+    rule_arrays(query_positions, key_positions)
+    _rule_int(chunk, "chunk", 1)
+
+
+def prefix_lm_rule(query_positions, key_positions, prefix):
+    """The guards of prefix_lm_mask: positions and a prefix length >= 0."""
+    rule_arrays(query_positions, key_positions)
+    _rule_int(prefix, "prefix", 0)
+
+
+def document_rule(query_documents, key_documents):
+    """The guards of document_mask: two arrays of integer document ids."""
+    rule_arrays(
+        query_documents,
+        key_documents,
+        ids=True,
+        names=("query_documents", "key_documents"),
+    )
+
+
+def document_lengths(lengths):
+    """The guard of document_ids: (n,) positive integer lengths, n >= 1."""
+    if is_tensor(lengths):
+        kind, shape = _tensor_kind(lengths.dtype), tuple(lengths.shape)
+        values = lengths.detach().cpu().numpy() if kind in "iu" else None
+    else:
+        values = np.asarray(lengths)
+        kind, shape = values.dtype.kind, values.shape
+    if len(shape) != 1 or shape[0] < 1:
+        raise ValueError(
+            f"lengths must be 1-D (n_documents,) with at least one "
+            f"document, got shape {shape}"
+        )
+    if kind not in "iu":
+        raise TypeError(
+            f"lengths must be positive integers, one per document, got "
+            f"dtype {getattr(lengths, 'dtype', values.dtype)} and shape "
+            f"{shape}"
+        )
+    if values.min() < 1:
+        i = int(np.argmin(values))
+        raise ValueError(
+            f"lengths[{i}] = {values[i]}: a document holds at least one token"
+        )
+
+
+def mask_rule(rule):
+    """A tiled pass's mask_rule: None or a callable (q_pos, k_pos) -> mask."""
+    if rule is not None and not callable(rule):
+        raise TypeError(
+            f"mask_rule must be a function (query_positions, "
+            f"key_positions) -> blocked, e.g. functools.partial("
+            f"sliding_window_mask, window=256); got {type(rule).__name__}"
+        )
+
+
+def rule_tile(blocked, tile_shape):
+    """What a mask_rule returned for one tile: bool, broadcasting to it."""
+    shape = tuple(getattr(blocked, "shape", ()))
+    if str(getattr(blocked, "dtype", None)) not in ("bool", "torch.bool"):
+        raise TypeError(
+            f"mask_rule must return a boolean mask (True = blocked), got "
+            f"{type(blocked).__name__} of dtype "
+            f"{getattr(blocked, 'dtype', None)}"
+        )
+    try:
+        full = np.broadcast_shapes(shape, tuple(tile_shape))
+    except ValueError:
+        full = None
+    if full != tuple(tile_shape):
+        raise ValueError(
+            f"mask_rule returned shape {shape} for a tile of scores "
+            f"{tuple(tile_shape)}: it must broadcast to the tile, as "
+            f"(bq, bk) for 1-D positions"
+        )
+
+
+def tile_count(rule, query_shape, key_shape, block_q, block_k):
+    """The guards of tiled.tiles_computed: a rule, 1-D positions, blocks."""
+    if rule is None:
+        raise TypeError(
+            "mask_rule must be a function (query_positions, "
+            "key_positions) -> blocked, got None"
+        )
+    mask_rule(rule)
+    positions(query_shape, key_shape)
+    for name, value in (("block_q", block_q), ("block_k", block_k)):
+        _rule_int(value, name, 1)
+
+
+def rolling_window(window, sink_tokens):
+    """A rolling cache's window (None: keep everything) and sink_tokens."""
+    _rule_int(sink_tokens, "sink_tokens", 0)
+    if window is None:
+        if sink_tokens:
+            raise ValueError(
+                f"sink_tokens={sink_tokens} needs a window: without one "
+                f"the cache keeps every position anyway"
+            )
+        return
+    _rule_int(window, "window", 1)
+
+
+def cross_context(rope, context, d_model, weight):
+    """An encoder output for cross-attention: (B, S, d_model), no RoPE,
+    of the dtype and on the device of the module's ``weight``."""
+    rope_self_attention(rope, has_context=True)
+    float_tensors(context=context)
+    if context.dtype != weight.dtype or context.device != weight.device:
+        raise TypeError(
+            f"context is {context.dtype} on {context.device} but the "
+            f"module's weights are {weight.dtype} on {weight.device}: "
+            f"convert with context.to(module.wk.weight)"
+        )
+    model_input(context.shape, d_model, name="context")

@@ -10,11 +10,17 @@ each head, as Hugging Face's Llama conversion script does.
 The other two conventions are arguments of the references: the corner
 a causal mask with Tq != Tk starts from (causal_mask's ``align``), and
 what a row with no allowed key returns (``empty_rows``).
+
+Then one function per convention of the translation table: mask
+polarity, the sliding window's four definitions, ALiBi's slope rules
+and signs, the two meanings of "sink", soft-cap before the mask, tensor
+layouts, the grouped-query head map, scale defaults and fill values.
 """
 
+import numpy as np
 import torch
 
-from mha_ref import checks
+from mha_ref import checks, numpy_ref
 
 
 # --8<-- [start:rope-interleaved]
@@ -25,8 +31,9 @@ def apply_rope_interleaved(x, positions, base=10000.0):
     angle as in torch_ref.apply_rope, position * base ** (-2 i / d_head),
     but pair i is features 2i and 2i + 1, not i and i + d_head / 2.
     """
-    positions = torch.as_tensor(positions, device=x.device)
-    checks.rope_inputs(x.shape, positions, base)  # even d, T positions
+    x, positions = checks.rope_arguments(x, positions, base, torch.as_tensor)
+    if not x.is_floating_point():  # int or bool x: rotate in float32
+        x = x.to(torch.promote_types(x.dtype, torch.float32))
     d_head, dtype = x.shape[-1], x.dtype
     # theta_i = base^(-2i / d_head), in float64, cast once
     i = torch.arange(d_head // 2, device=x.device, dtype=torch.float64)
@@ -49,11 +56,227 @@ def interleaved_to_rotate_half(weight, n_head):
     heads. Within each head, row 2i moves to slot i and row 2i + 1 to
     slot i + d_head / 2: the pair rotate-half turns together. This is
     the permute() of Hugging Face's convert_llama_weights_to_hf.py.
+    A torch tensor or a NumPy array; the result is of the same kind.
     """
     checks.rope_weight(weight.shape, n_head)  # whole heads, even d_head
     rest = weight.shape[1:]  # (d_model,) for a weight, () for a bias
     d_head = weight.shape[0] // n_head
     pairs = weight.reshape(n_head, d_head // 2, 2, *rest)  # (H, d/2, 2, ..)
-    halves = pairs.transpose(1, 2)  # (H, 2, d/2, ...): evens, then odds
+    halves = pairs.swapaxes(1, 2)  # (H, 2, d/2, ...): evens, then odds
     return halves.reshape(weight.shape)  # (H * d_head, ...)
     # --8<-- [end:rope-permutation]
+
+
+# --8<-- [start:causal-query-positions]
+def causal_query_positions(tq, tk, align):
+    """The positions the Tq queries hold among Tk keys at 0 .. Tk - 1.
+
+    "top_left" (SDPA's is_causal): 0 .. Tq - 1, as if the queries came
+    first; "bottom_right" (flash-attn >= 2.1, a KV cache): Tk - Tq ..
+    Tk - 1. causal_mask_for_positions at these positions is
+    causal_mask(tq, tk, align).
+    """
+    _, offset = checks.causal_shape(tq, tk, align or "top_left")
+    return torch.arange(offset, offset + tq)  # (Tq,)
+    # --8<-- [end:causal-query-positions]
+
+
+# --8<-- [start:rows-without-keys]
+def rows_without_keys(mask):
+    """The index of every query row whose keys are all blocked.
+
+    mask (..., Tq, Tk), True = blocked. These rows have no softmax:
+    ours refuses them, SDPA and flash-attn return 0, a softmax over
+    -inf fills returns NaN.
+    """
+    checks.mask_dtype(mask.dtype)  # boolean, True = blocked
+    return [tuple(i.tolist()) for i in mask.all(dim=-1).nonzero()]
+    # --8<-- [end:rows-without-keys]
+
+
+# --8<-- [start:mask-polarity]
+def to_sdpa_mask(mask):
+    """Ours (True = blocked) as SDPA's boolean attn_mask (True = attend)."""
+    checks.mask_dtype(mask.dtype)
+    return ~mask  # the one place the polarity flips
+
+
+def to_mask_mod(mask):
+    """Ours, a (Tq, Tk) mask, as a FlexAttention mask_mod (True = keep)."""
+    checks.mask_dtype(mask.dtype)
+
+    def mask_mod(b, h, q_idx, kv_idx):  # batch, head, query, key index
+        return ~mask[q_idx, kv_idx]
+
+    return mask_mod
+    # --8<-- [end:mask-polarity]
+
+
+# --8<-- [start:sliding-window-conversions]
+WINDOWS = ("hugging_face", "flash_attn", "attention_gym", "jax")
+
+
+def window_from_hugging_face(window, library):
+    """A sliding window of Hugging Face's size W in another library's terms.
+
+    Hugging Face's (and Mistral's, and ours) sliding_window W: a query
+    sees itself and the W - 1 keys before it, kv > q - W. flash-attn's
+    window_size=(left, right) and JAX's local_window_size=(left, right)
+    count the keys besides the query itself: (W - 1, 0) with causal.
+    attention-gym's sliding window is q - kv <= W with causal: W - 1.
+    """
+    checks.window_convention(window, library, WINDOWS)
+    if library in ("flash_attn", "jax"):
+        return (window - 1, 0)
+    return window - 1 if library == "attention_gym" else window
+
+
+def window_to_hugging_face(value, library):
+    """The inverse: another library's causal window as Hugging Face's W."""
+    checks.window_value(value, library, WINDOWS)
+    if library in ("flash_attn", "jax"):
+        return value[0] + 1  # (left, 0): left keys before, and itself
+    return value + 1 if library == "attention_gym" else value
+    # --8<-- [end:sliding-window-conversions]
+
+
+# --8<-- [start:alibi-other-rules]
+def alibi_slopes_attention_gym(n_head):
+    """attention-gym's ALiBi slopes, 2^(-8 (h + 1) / H) for h = 0 .. H - 1.
+
+    The paper's geometric rule for every H, also when H is not a power
+    of two (attn_gym/mods/alibi.py); numpy_ref.alibi_slopes follows the
+    paper's code, BLOOM and MPT there instead.
+    """
+    checks.positive_integer(n_head, "n_head")
+    return 2.0 ** (-8.0 * np.arange(1, n_head + 1) / n_head)  # (H,)
+
+
+def alibi_bias_key_only(slopes, t):
+    """BLOOM's form: slope * k, one row (H, 1, T) for every query.
+
+    It differs from -slope (q - k) by slope * q, a constant per row,
+    which the softmax ignores (modeling_bloom.py, build_alibi_tensor).
+    """
+    slopes = np.asarray(slopes, dtype=np.float64)
+    return slopes[:, None, None] * np.arange(t)  # (H, 1, T)
+
+
+def alibi_bias_last_key(slopes, t):
+    """MPT's form: slope * (k - (T - 1)), (H, 1, T): 0 at the last key.
+
+    Also a constant per row away from -slope (q - k) (modeling_mpt.py,
+    build_mpt_alibi_tensor; flash-attn's causal reference alike).
+    """
+    slopes = np.asarray(slopes, dtype=np.float64)
+    return slopes[:, None, None] * np.arange(1 - t, 1)  # (H, 1, T)
+
+
+def alibi_bias_symmetric(slopes, query_positions, key_positions):
+    """-slope |q - k|, (H, Tq, Tk): flash-attn's ALiBi without causal.
+
+    Equal to -slope (q - k) on every key a causal mask allows; without
+    the mask it penalises later keys too, where -slope (q - k) rewards
+    them: a different model.
+    """
+    bias = numpy_ref.alibi_bias(slopes, query_positions, key_positions)
+    return -np.abs(bias)  # (H, Tq, Tk)
+    # --8<-- [end:alibi-other-rules]
+
+
+# --8<-- [start:sink-as-key]
+def learned_sink_as_key(k, v, sinks):
+    """A learned sink logit as one more key: score s_h, value 0.
+
+    k (B, H, Tk, d), v (B, H, Tk, dv), sinks (H,). Returns k and v with
+    a zero key and a zero value appended, and the bias (H, 1, Tk + 1)
+    that gives that key the score s_h (its q . k is 0 under any scale
+    or soft-cap). attention(q, k', v', bias=b') equals attention(q, k,
+    v, sinks=sinks): gpt-oss's learned sink is a key that every query
+    sees at a fixed score and that carries nothing, which is what
+    StreamingLLM's first tokens become in a trained model.
+    """
+    checks.sink_key_inputs(k, v, sinks)  # (H,) sinks, -inf allowed
+    zero_k = k.new_zeros(*k.shape[:-2], 1, k.shape[-1])  # (B, H, 1, d)
+    zero_v = v.new_zeros(*v.shape[:-2], 1, v.shape[-1])  # (B, H, 1, dv)
+    bias = k.new_zeros(len(sinks), 1, k.shape[-2] + 1)  # (H, 1, Tk + 1)
+    bias[..., -1] = sinks[:, None]  # the sink's column
+    return torch.cat([k, zero_k], -2), torch.cat([v, zero_v], -2), bias
+    # --8<-- [end:sink-as-key]
+
+
+# --8<-- [start:softcap-after-mask]
+def mask_then_softcap(scores, mask, softcap):
+    """The weights of the wrong order: the mask's -inf, then the cap.
+
+    cap tanh(-inf / cap) = -cap: a masked key keeps the finite score
+    -cap and so a weight of exp(-cap - max) > 0. Gemma 2 caps first,
+    then masks (as attention does), and the masked weight is 0.
+    """
+    checks.softcap_value(softcap)
+    filled = scores.masked_fill(mask, float("-inf"))  # mask first
+    return (softcap * torch.tanh(filled / softcap)).softmax(dim=-1)
+    # --8<-- [end:softcap-after-mask]
+
+
+# --8<-- [start:layouts]
+def from_bthd(x):
+    """flash-attn's (B, T, H, d) to ours, (B, H, T, d)."""
+    checks.layout_shape(x.shape, 4, "(B, T, H, d)")
+    return x.transpose(1, 2)  # (B, T, H, d) -> (B, H, T, d)
+
+
+def from_sequence_first(x):
+    """nn.MultiheadAttention's default (T, B, E) to ours, (B, T, E)."""
+    checks.layout_shape(x.shape, 3, "(T, B, E)")
+    return x.transpose(0, 1)  # (T, B, E) -> (B, T, E)
+    # --8<-- [end:layouts]
+
+
+# --8<-- [start:kv-head-map]
+def kv_head_of(n_head, n_kv_head, layout):
+    """The key/value head each of n_head query heads reads.
+
+    "consecutive" (SDPA's enable_gqa, Hugging Face's repeat_kv, ours):
+    query head h reads h // (H / H_kv), groups of neighbours.
+    "strided": h % H_kv, the query heads of one key/value head H_kv
+    apart, what x.repeat or np.tile give.
+    """
+    checks.kv_head_split(n_head, n_kv_head)
+    checks.head_layout(layout)
+    h = torch.arange(n_head)
+    if layout == "consecutive":
+        return h // (n_head // n_kv_head)  # (H,)
+    return h % n_kv_head  # (H,)
+    # --8<-- [end:kv-head-map]
+
+
+# --8<-- [start:scale-defaults]
+def default_scale(d_head, convention, query_pre_attn_scalar=None):
+    """The factor of q k^T: 1 / sqrt(d_head), Gemma's, or T5's none.
+
+    "sqrt": 1 / sqrt(d_head) (the paper, SDPA, FlexAttention, most of
+    transformers); "gemma": query_pre_attn_scalar^(-1/2) (Gemma 2 and
+    3, set per model); "t5": 1 (T5 folds it into its initialisation).
+    """
+    checks.scale_convention(d_head, convention, query_pre_attn_scalar)
+    if convention == "gemma":
+        return query_pre_attn_scalar**-0.5
+    return 1.0 if convention == "t5" else d_head**-0.5
+    # --8<-- [end:scale-defaults]
+
+
+# --8<-- [start:additive-mask]
+def additive_mask(mask, dtype, fill="-inf"):
+    """Ours (bool, True = blocked) as a float mask added to the scores.
+
+    fill: "-inf", "min" (torch.finfo(dtype).min: Hugging Face's eager
+    masks, MPT) or a number (-1e9 in many tutorials). Only -inf keeps a
+    fully blocked row visible (NaN or, in SDPA, zeros); a finite fill
+    makes it uniform, the mean of every value.
+    """
+    checks.mask_dtype(mask.dtype)
+    value = checks.fill_value(fill, dtype)  # a float the dtype holds
+    zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return zeros.masked_fill(mask, value)
+    # --8<-- [end:additive-mask]

@@ -69,9 +69,11 @@ class AttentionOnly(nn.Module):
         _check_run(self, tokens, None, None, None)
         t = tokens.shape[1]
         x = self.embed(tokens) + self.pos_embed.weight[:t]  # (B, T, d)
-        mask = torch_ref.causal_mask(t, device=tokens.device)  # (T, T)
         for mha in self.layers:
-            x = x + torch_ref.sdpa_forward(mha, x, mask)  # (B, T, d)
+            q, k, v = mha.project(x)  # (B, H, T, dh) each
+            # is_causal: SDPA's own causal mask (Tq = Tk), no mask tensor
+            z = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + mha.wo(mha.merge_heads(z))  # (B, T, d_model)
         return self.unembed(x)  # (B, T, vocab)
         # --8<-- [end:fast-forward]
 
@@ -158,13 +160,13 @@ def _check_data(n, t, vocab, min_len):
 def corrupt(batch, vocab, generator):
     """The same sequences with every token of the first copy changed:
     the repeat stays, but its earlier occurrence is gone."""
-    checks.positive_integer(vocab, "vocab")
+    _check_vocab(vocab)  # another token exists: vocab >= 2
     n, t = batch.tokens.shape
     i = torch.arange(t)[None, :]  # (1, T)
     s, L = batch.start[:, None], batch.length[:, None]  # (n, 1)
     first = (i >= s) & (i < s + L)  # (n, T) the first copy
     # add 1 .. vocab - 1 (mod vocab): another token, never the same one
-    shift = torch.randint(1, max(vocab, 2), (n, t), generator=generator)
+    shift = torch.randint(1, vocab, (n, t), generator=generator)
     changed = (batch.tokens + shift) % vocab  # (n, T)
     return batch._replace(tokens=torch.where(first, changed, batch.tokens))
     # --8<-- [end:corrupt]
@@ -233,6 +235,7 @@ def head_scores(weights, batch, offset=1):
     back (1: the previous token), and on the key after the earlier copy.
     """
     t = weights.shape[-1]  # weights: (L, B, H, T, T)
+    _check_offset(offset, t)  # 0 .. T - 1: some query has such a key
     i = torch.arange(offset, t)  # queries that have such a key
     back = weights[..., i, i - offset].mean(dim=(1, 3))  # (L, H)
     b, q = torch.nonzero(batch.copy_from >= 0, as_tuple=True)  # (N,) each
@@ -242,12 +245,39 @@ def head_scores(weights, batch, offset=1):
     # --8<-- [end:scores]
 
 
-# --8<-- [start:ablation]
-def accuracy(model, batch, keep=None):
-    """Share of the copyable next tokens the model predicts, with the
-    heads where keep is False removed."""
+# --8<-- [start:copying]
+def copying(model, batch):
+    """(n_layer, n_head): each head's direct effect on the logit of the
+    letter after the earlier copy, at the queries that can copy: its
+    output through its rows of Wo and the unembedding, straight to the
+    logits, centred over the letters (logits move together freely)."""
+    if not bool((batch.copy_from >= 0).any()):
+        raise ValueError("batch has no query that can copy: nothing to score")
     with torch.no_grad():
-        logits, _, _ = model(batch.tokens, keep=keep)  # (B, T, vocab)
+        _, _, heads = model(batch.tokens)  # (L, B, H, T, dh)
+        b, q = torch.nonzero(batch.copy_from >= 0, as_tuple=True)  # (N,)
+        letter = batch.tokens[b, batch.copy_from[b, q]]  # (N,) to copy
+        z = heads[:, b, :, q]  # (N, L, H, dh): advanced indexing first
+        scores = []
+        for n, mha in enumerate(model.layers):
+            # head h owns rows h * dh .. (h + 1) * dh of Wo (as x @ W)
+            wo = mha.wo.weight.T.reshape(model.n_head, mha.d_head, -1)
+            to_logits = wo @ model.unembed.weight.T  # (H, dh, vocab)
+            direct = torch.einsum("nhc,hcv->nhv", z[:, n], to_logits)
+            direct = direct - direct.mean(-1, keepdim=True)  # (N, H, V)
+            picked = direct[torch.arange(len(b)), :, letter]  # (N, H)
+            scores.append(picked.mean(dim=0))  # (H,)
+    return torch.stack(scores)  # (L, H), in logits
+    # --8<-- [end:copying]
+
+
+# --8<-- [start:ablation]
+def accuracy(model, batch, keep=None, patch=None, source=None):
+    """Share of the copyable next tokens the model predicts, with the
+    heads where keep is False removed (and those in patch taken from
+    source, as in forward: a mean ablation passes their mean output)."""
+    with torch.no_grad():
+        logits, _, _ = model(batch.tokens, keep, patch, source)  # (B, T, V)
     where = batch.copy_from[:, :-1] >= 0  # (B, T - 1)
     right = logits[:, :-1].argmax(-1) == batch.tokens[:, 1:]  # (B, T - 1)
     return right[where].float().mean().item()
@@ -270,6 +300,7 @@ def patching(model, clean, corrupted):
     with torch.no_grad():
         high, source = log_p(clean.tokens)  # source: clean head outputs
         low, _ = log_p(corrupted.tokens)
+        _check_runs_differ(high, low)  # else there is nothing to restore
         n_layer, n_head = source.shape[0], source.shape[2]
         restored = torch.zeros(n_layer, n_head)
         for n in range(n_layer):
@@ -277,9 +308,36 @@ def patching(model, clean, corrupted):
                 patch = torch.zeros(n_layer, n_head, dtype=torch.bool)
                 patch[n, h] = True  # this one head from the clean run
                 got, _ = log_p(corrupted.tokens, patch, source)
-                restored[n, h] = (got - low) / (high - low)
+                restored[n, h] = (got - low) / (high - low)  # high != low
     return restored
     # --8<-- [end:patching]
+
+
+def _check_vocab(vocab):
+    checks.positive_integer(vocab, "vocab")
+    if vocab < 2:
+        raise ValueError(
+            f"vocab={vocab}: changing a token to another one needs vocab >= 2"
+        )
+
+
+def _check_offset(offset, t):
+    checks.integer(offset, "offset")
+    if not 0 <= offset < t:
+        raise ValueError(
+            f"offset={offset} must lie in 0 .. T - 1 = {t - 1}: the key "
+            f"offset positions back must exist for some query"
+        )
+
+
+def _check_runs_differ(high, low):
+    if high == low:
+        raise ValueError(
+            f"clean and corrupted runs give the same mean log-probability "
+            f"of the right answer ({high:.6g}): the share restored, "
+            f"(patched - corrupted) / (clean - corrupted), is undefined; "
+            f"corrupt the clean batch first (see corrupt)"
+        )
 
 
 def to_arrays(model):

@@ -52,6 +52,7 @@ def single_new_query(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
 
     Returns the output with the position mask and without any mask.
     """
+    checks.new_queries(values, 1)  # the new query needs one key at least
     n_key = len(values)
     blocked = torch_ref.causal_mask_for_positions([n_key - 1], range(n_key))
     q = torch.zeros(1, 1, 1, 2, dtype=torch.float64)
@@ -74,6 +75,7 @@ def single_query_is_causal(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
     >>> no_mask.tolist(), is_causal.tolist()
     ([30.0], [10.0])
     """
+    checks.new_queries(values, 1)  # the new query needs one key at least
     n_key = len(values)
     q = torch.zeros(1, 1, 1, 2, dtype=torch.float64)  # (B, H, 1, d)
     k = torch.zeros(1, 1, n_key, 2, dtype=torch.float64)  # (B, H, Tk, d)
@@ -129,6 +131,54 @@ class KVCache:
     # --8<-- [end:kv-cache-class]
 
 
+# --8<-- [start:rolling-cache-class]
+class RollingKVCache(KVCache):
+    """A KV cache for sliding_window_mask: it forgets what no later query
+    can see, and keeps at most sink_tokens + window - 1 entries.
+
+    A later query q sees the keys after q - window and the first
+    sink_tokens ones. The next query, at position ``length``, sees the
+    most keys: the rule at that position says which entries to keep
+    (the window - 1 latest, as Hugging Face's DynamicSlidingWindowLayer,
+    and the sinks).
+    """
+
+    def __init__(self, window, sink_tokens=0):
+        checks.rolling_window(window, sink_tokens)  # ints >= 1 and >= 0
+        self.window, self.sink_tokens = window, sink_tokens
+        super().__init__()
+
+    def reset(self):
+        """Forget every position: the next chunk starts at position 0."""
+        super().reset()
+        self.positions = None  # (T_held,): absolute position of each entry
+        self.seen = 0
+
+    @property
+    def length(self):
+        """Positions seen so far, which is also the next row's position."""
+        return self.seen
+
+    def extended_positions(self, positions):
+        """The held entries' positions, then a chunk's (T_held + Tc,)."""
+        if self.positions is None:
+            return positions
+        return torch.cat([self.positions, positions])
+
+    def keep(self, keys, values, key_positions):
+        """Store keys, values (B, H_kv, T, dh) that a later query can see."""
+        following = key_positions[-1:] + 1  # (1,): the next query
+        blocked = torch_ref.sliding_window_mask(
+            following, key_positions, self.window, self.sink_tokens
+        )[0]  # (T,): blocked now, blocked for every later query too
+        kept = ~blocked  # (T,)
+        self.keys, self.values = keys[..., kept, :], values[..., kept, :]
+        self.positions = key_positions[kept]  # (T_held,)
+        self.seen = int(following)
+
+    # --8<-- [end:rolling-cache-class]
+
+
 # --8<-- [start:kv-cache-step]
 def cached_step(module, cache, x):
     """One chunk x (B, Tc, d_model) at the positions after the cache.
@@ -152,20 +202,74 @@ def cached_step(module, cache, x):
     # --8<-- [end:kv-cache-step]
 
 
+# --8<-- [start:rolling-cache-step]
+def rolling_step(module, cache, x):
+    """cached_step under sliding_window_mask, with a RollingKVCache.
+
+    A step that raises leaves the cache exactly as it was.
+    """
+    start = cache.length  # absolute position of the chunk's first row
+    positions = torch.arange(start, start + x.shape[1], device=x.device)
+    q, k, v = module.project(x, positions=positions)  # (B, H, Tc, dh)
+    keys, values = cache.extended(k, v)  # the held entries, then the chunk
+    key_positions = cache.extended_positions(positions)  # (T_held + Tc,)
+    blocked = torch_ref.sliding_window_mask(
+        positions, key_positions, cache.window, cache.sink_tokens
+    )  # (Tc, T_held + Tc): outside the window, and not a sink
+    out, _ = torch_ref.attention(q, keys, values, blocked)
+    y = module.wo(module.merge_heads(out))  # (B, Tc, d_model)
+    cache.keep(keys, values, key_positions)  # the step succeeded: forget
+    return y
+    # --8<-- [end:rolling-cache-step]
+
+
 # --8<-- [start:kv-cache-loop]
-def cached_forward(module, x, chunks):
+def cached_forward(module, x, chunks, window=None, sink_tokens=0):
     """x (B, T, d_model) through ``module`` in chunks of these lengths.
 
     A prefill then single steps is chunks = [T0, 1, 1, ...], or any
     iterable of positive ints summing to T. Equals
-    module(x, mask=torch_ref.causal_mask(T))[0].
+    module(x, mask=torch_ref.causal_mask(T))[0]; with a window, a
+    RollingKVCache and the mask sliding_window_mask(p, p, window,
+    sink_tokens) for p = 0 .. T - 1.
     """
     checks.model_input(x.shape, module.d_model)
     chunks = checks.chunk_lengths(chunks, x.shape[1])  # a list, sums to T
-    cache = KVCache()
+    if window is None:
+        checks.rolling_window(window, sink_tokens)  # sinks need a window
+        cache, step = KVCache(), cached_step
+    else:  # keep only what the window lets a later query see
+        cache, step = RollingKVCache(window, sink_tokens), rolling_step
     outputs = []
     for n in chunks:
         chunk = x[:, cache.length : cache.length + n]  # (B, n, d_model)
-        outputs.append(cached_step(module, cache, chunk))
+        outputs.append(step(module, cache, chunk))
     return torch.cat(outputs, dim=1)  # (B, T, d_model)
     # --8<-- [end:kv-cache-loop]
+
+
+# --8<-- [start:cross-attention-cache]
+def cross_keys_values(module, context):
+    """K and V (B, H_kv, S, dh) of an encoder output, computed once.
+
+    context (B, S, d_model) does not change while the decoder writes,
+    so every decoding step reuses these (RoPE is for self-attention).
+    """
+    weight = module.wk.weight  # the module's dtype and device
+    checks.cross_context(module.rope, context, module.d_model, weight)
+    k = module.split_heads(module.wk(context))  # (B, H_kv, S, dh)
+    v = module.split_heads(module.wv(context))  # (B, H_kv, S, dh)
+    return k, v
+
+
+def cross_step(module, x, keys_values, padding=None):
+    """Decoder rows x (B, Tc, d_model) attending to the cached K, V.
+
+    No causal mask: the whole source is there from the first step;
+    padding (B, 1, 1, S), True = a padded source position.
+    """
+    checks.model_tensors(x, None, module.d_model, module.wq.weight)
+    q = module.split_heads(module.wq(x))  # (B, H, Tc, dh)
+    out, _ = torch_ref.attention(q, *keys_values, padding)  # (B, H, Tc, dh)
+    return module.wo(module.merge_heads(out))  # (B, Tc, d_model)
+    # --8<-- [end:cross-attention-cache]

@@ -17,23 +17,40 @@ def peak_bytes_numpy(fn, *args, **kwargs):
     keeps everything alive before the call out of those collections
     (milliseconds, not a third of a second, once torch is loaded). A
     few bytes of Python objects still vary from run to run.
+
+    The caller's state is left as found: a tracemalloc session of its
+    own keeps tracing (its traces stay; only its peak restarts, as
+    tracemalloc.reset_peak() does, and the peak here is counted above
+    the bytes it held already), the collector stays off if it was off,
+    and objects it had frozen stay frozen (then nothing more is frozen
+    here: gc.unfreeze() cannot tell its objects from ours).
     """
-    gc.freeze()  # alive now: not garbage, and not scanned below
+    was_enabled, was_tracing = gc.isenabled(), tracemalloc.is_tracing()
+    freeze = gc.get_freeze_count() == 0  # else unfreeze() would undo it
+    if freeze:
+        gc.freeze()  # alive now: not garbage, and not scanned below
     try:
         peaks = []
         for _ in range(2):  # the smaller: no first-call caches, no threads
             gc.collect()  # the previous call's garbage
             gc.disable()  # a collection mid-call would move the peak
-            tracemalloc.start()
+            if was_tracing:  # the caller's session: measure above it
+                tracemalloc.reset_peak()
+            else:
+                tracemalloc.start()
+            held = tracemalloc.get_traced_memory()[0]  # 0 unless caller's
             try:
                 fn(*args, **kwargs)
-                peaks.append(tracemalloc.get_traced_memory()[1])
+                peaks.append(tracemalloc.get_traced_memory()[1] - held)
             finally:
-                tracemalloc.stop()
-                gc.enable()
+                if not was_tracing:
+                    tracemalloc.stop()
+                if was_enabled:
+                    gc.enable()
         return min(peaks)
     finally:
-        gc.unfreeze()
+        if freeze:
+            gc.unfreeze()
 
 
 def peak_bytes_torch_cpu(fn, *args, **kwargs):

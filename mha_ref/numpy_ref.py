@@ -38,6 +38,25 @@ def softmax(logits, axis=-1, empty_rows="raise"):
     # --8<-- [end:softmax]
 
 
+# --8<-- [start:softmax-with-sinks]
+def softmax_with_sinks(scores, sinks, empty_rows="raise"):
+    """Softmax over the keys and one extra logit per head: the sink.
+
+    scores (..., H, Tq, Tk), sinks (H,). The sink takes weight and has
+    no value (gpt-oss), so a row's weights sum to 1 minus the sink's
+    share; a row with every key masked puts all of it on the sink.
+    A sink of -inf is no sink.
+
+    >>> softmax_with_sinks(np.zeros((1, 1, 2)), np.array([0.0]))
+    array([[[0.33333333, 0.33333333]]])
+    """
+    sink = np.broadcast_to(sinks[:, None, None], (*scores.shape[:-1], 1))
+    both = np.concatenate([scores, sink], axis=-1)  # (..., H, Tq, Tk + 1)
+    weights = softmax(both, axis=-1, empty_rows=empty_rows)
+    return weights[..., :-1]  # the sink's column dropped: (..., H, Tq, Tk)
+    # --8<-- [end:softmax-with-sinks]
+
+
 # --8<-- [start:softmax-backward]
 def softmax_backward(probabilities, upstream):
     """Gradient w.r.t. the logits, given p = softmax(s) and dL/dp.
@@ -77,7 +96,18 @@ def repeat_kv_heads(x, group):
 
 
 # --8<-- [start:attention]
-def attention(q, k, v, mask=None, empty_rows="raise"):
+def attention(
+    q,
+    k,
+    v,
+    mask=None,
+    empty_rows="raise",
+    *,
+    scale=None,
+    softcap=None,
+    bias=None,
+    sinks=None,
+):
     """q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
 
     k and v may have fewer heads (axis -3) than q, H % H_kv == 0.
@@ -86,37 +116,64 @@ def attention(q, k, v, mask=None, empty_rows="raise"):
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
     A query row with every key masked is refused, or with
     empty_rows="zero" gets weights and output 0 (SDPA, flash-attn).
+    Score modifiers, in Gemma 2's order (see the scores page): scale
+    (default 1 / sqrt(d)), softcap, bias (broadcasts to the scores;
+    -inf blocks), then the mask, then sinks (H,): one logit per query
+    head in the softmax, with no value (gpt-oss; -inf: none).
     """
-    q, k, v, mask = checks.attention_arrays(q, k, v, mask, empty_rows)
+    q, k, v, mask, bias, sinks = checks.scored_attention_arrays(
+        q, k, v, mask, empty_rows, scale, softcap, bias, sinks
+    )
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
     d = q.shape[-1]  # the head size d_k, not d_model
-    # S = Q K^T / sqrt(d_k)
-    scores = q @ np.swapaxes(k, -2, -1) / math.sqrt(d)  # (..., Tq, Tk)
+    # S = Q K^T / sqrt(d_k), or Q K^T * scale
+    scores = q @ np.swapaxes(k, -2, -1)  # (..., Tq, Tk)
+    scores = scores / math.sqrt(d) if scale is None else scores * scale
+    if softcap is not None:  # Gemma 2: cap tanh(S / cap), before the mask
+        scores = softcap * np.tanh(scores / softcap)
+    if bias is not None:  # ALiBi, relative positions: added to S
+        scores = scores + bias
     if mask is not None:
         scores = np.where(mask, -np.inf, scores)  # before the softmax
     checks.scores_finite(scores, mask)  # q @ k^T can overflow: name it
-    # each row sums to 1 over keys (or is 0: no key, empty_rows="zero")
-    weights = softmax(scores, axis=-1, empty_rows=empty_rows)
+    if sinks is not None:  # gpt-oss: one more logit per head, no value
+        weights = softmax_with_sinks(scores, sinks, empty_rows)
+    else:  # each row sums to 1 over keys (or 0: empty_rows="zero")
+        weights = softmax(scores, axis=-1, empty_rows=empty_rows)
     return weights @ v, weights  # (..., Tq, dv), (..., Tq, Tk)
     # --8<-- [end:attention]
 
 
 # --8<-- [start:attention-backward]
-def attention_backward(q, k, v, dout, mask=None, empty_rows="raise"):
+def attention_backward(
+    q,
+    k,
+    v,
+    dout,
+    mask=None,
+    empty_rows="raise",
+    *,
+    scale=None,
+    softcap=None,
+    bias=None,
+    sinks=None,
+):
     """Gradients of attention(q, k, v, mask)'s output, given dout = dL/dO.
 
     dout is (..., Tq, dv). Returns dq, dk, dv shaped as q, k and v, in
-    the forward's dtype. The weights A are recomputed from q and k, as
-    the forward made them; a row with no key (empty_rows="zero") has
-    A = 0 and passes no gradient on.
+    the forward's dtype, and dsinks (H,) as a fourth value when sinks
+    is given. The weights A are recomputed from q and k, as the
+    forward made them (with the same score modifiers); a row with no
+    key (empty_rows="zero") has A = 0 and passes no gradient on.
     """
     q, k, v, dout = checks.backward_arrays(q, k, v, dout)  # one float type
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
-    _, weights = attention(q, k, v, mask, empty_rows)  # A: (..., Tq, Tk)
+    modifiers = {"scale": scale, "softcap": softcap, "bias": bias}
+    _, weights = attention(q, k, v, mask, empty_rows, **modifiers, sinks=sinks)
     d = q.shape[-1]  # the head size d_k
     # --8<-- [start:attention-backward-dv]
     # dV = A^T dO: each value collects the rows that read it
@@ -130,11 +187,26 @@ def attention_backward(q, k, v, dout, mask=None, empty_rows="raise"):
     # dS = A * (dA - rowsum(dA * A)); a blocked key has A = 0, so dS = 0
     d_scores = softmax_backward(weights, d_weights)  # (..., Tq, Tk)
     # --8<-- [end:attention-backward-ds]
+    # --8<-- [start:attention-backward-sinks]
+    if sinks is not None:  # the sink's weight p = 1 - rowsum(A), its dA 0
+        no_sink = np.isneginf(np.asarray(sinks))[:, None, None]  # (H, 1, 1)
+        p_sink = np.where(no_sink, 0.0, 1 - weights.sum(-1, keepdims=True))
+        # ds_h = sum over the rows of head h of -p_sink rowsum(dA * A)
+        d_sink = -p_sink * np.sum(d_weights * weights, -1, keepdims=True)
+        d_sink = d_sink.sum(axis=(-2, -1))  # (..., H): the rows added
+        dsinks = d_sink.reshape(-1, d_sink.shape[-1]).sum(axis=0)  # (H,)
+    # --8<-- [end:attention-backward-sinks]
+    # --8<-- [start:attention-backward-softcap]
+    if softcap is not None:  # d(cap tanh(S / cap)) / dS = 1 - tanh^2
+        raw = q @ np.swapaxes(k, -2, -1)  # S before the cap: (..., Tq, Tk)
+        raw = raw / math.sqrt(d) if scale is None else raw * scale
+        d_scores = d_scores * (1 - np.tanh(raw / softcap) ** 2)
+    # --8<-- [end:attention-backward-softcap]
     # --8<-- [start:attention-backward-dq-dk]
-    # dQ = dS K / sqrt(d_k)
-    dq = d_scores @ k / math.sqrt(d)  # (..., Tq, d)
-    # dK = dS^T Q / sqrt(d_k)
-    dk = np.swapaxes(d_scores, -2, -1) @ q / math.sqrt(d)  # (..., Tk, d)
+    # dQ = dS K / sqrt(d_k) and dK = dS^T Q / sqrt(d_k) (or * scale)
+    d_scores = d_scores / math.sqrt(d) if scale is None else d_scores * scale
+    dq = d_scores @ k  # (..., Tq, d)
+    dk = np.swapaxes(d_scores, -2, -1) @ q  # (..., Tk, d)
     # --8<-- [end:attention-backward-dq-dk]
     # a batch dim that q, k or v shared (broadcast) sums its gradients
     dq, dk, dv = (
@@ -144,7 +216,8 @@ def attention_backward(q, k, v, dout, mask=None, empty_rows="raise"):
     )
     if group > 1:  # a key/value head served G query heads: add them up
         dk, dv = sum_kv_heads(dk, group), sum_kv_heads(dv, group)
-    return dq, dk, dv
+    grads = dq, dk, dv
+    return grads if sinks is None else (*grads, dsinks)
     # --8<-- [end:attention-backward]
 
 
@@ -210,8 +283,9 @@ def causal_mask_for_positions(query_positions, key_positions):
     array([[0, 0, 0, 0, 1],
            [0, 0, 0, 0, 0]])
     """
-    q_pos, k_pos = np.asarray(query_positions), np.asarray(key_positions)
-    checks.positions(q_pos.shape, k_pos.shape)  # one per row: 1-D each
+    q_pos, k_pos = checks.mask_positions(
+        query_positions, key_positions, np.asarray
+    )  # 1-D each, real and finite, compared as they are
     return k_pos[None, :] > q_pos[:, None]  # (1, Tk) vs (Tq, 1): (Tq, Tk)
     # --8<-- [end:causal-mask-for-positions]
 
@@ -230,8 +304,7 @@ def key_padding_mask(lengths, tk=None):
     array([[0, 0, 0],
            [0, 1, 1]])
     """
-    lengths = np.asarray(lengths)
-    checks.key_padding(lengths, tk)  # ints in 1..tk, or (B, Tk) bools
+    lengths = checks.key_padding(lengths, tk, np.asarray)  # ints in 1..tk
     if lengths.dtype == bool:
         padded = lengths  # (B, Tk), True = padding
     else:
@@ -239,6 +312,131 @@ def key_padding_mask(lengths, tk=None):
         padded = np.arange(tk)[None, :] >= lengths[:, None]  # (B, Tk)
     return padded[:, None, None, :]  # (B, 1, 1, Tk): heads, query rows
     # --8<-- [end:key-padding-mask]
+
+
+# --8<-- [start:position-pairs]
+def position_pairs(query_positions, key_positions):
+    """Query and key positions set against each other, as int64.
+
+    1-D (Tq,) and (Tk,) give (Tq, 1) and (1, Tk): they broadcast to a
+    (Tq, Tk) mask. (B, T) positions give (B, 1, Tq, 1) and (B, 1, 1, Tk):
+    a (B, 1, Tq, Tk) mask that broadcasts over the heads, as
+    key_padding_mask does (a 1-D side is shared by the batch).
+    """
+    q = np.asarray(query_positions).astype(np.int64)  # no uint wrap-around
+    k = np.asarray(key_positions).astype(np.int64)
+    if q.ndim == k.ndim == 1:
+        return q[:, None], k[None, :]  # (Tq, 1), (1, Tk)
+    q = q.reshape(-1, 1, q.shape[-1], 1)  # (B, 1, Tq, 1)
+    k = k.reshape(-1, 1, 1, k.shape[-1])  # (B, 1, 1, Tk)
+    return q, k
+    # --8<-- [end:position-pairs]
+
+
+# --8<-- [start:sliding-window-mask]
+def sliding_window_mask(query_positions, key_positions, window, sink_tokens=0):
+    """Blocked unless 0 <= q - k < window: the query and window - 1 keys.
+
+    Hugging Face's sliding_window (kv > q - window). The first
+    sink_tokens positions stay visible to every later query
+    (StreamingLLM's attention sinks).
+
+    >>> sliding_window_mask(range(4), range(4), window=2).astype(int)
+    array([[0, 1, 1, 1],
+           [0, 0, 1, 1],
+           [1, 0, 0, 1],
+           [1, 1, 0, 0]])
+    """
+    checks.sliding_window_rule(
+        query_positions, key_positions, window, sink_tokens
+    )  # whole positions >= 0, window >= 1, sink_tokens >= 0
+    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    distance = q - k  # (Tq, Tk): how far back the key lies
+    allowed = (distance >= 0) & (distance < window)
+    allowed |= (k < sink_tokens) & (k <= q)  # the sinks, never the future
+    return ~allowed  # True = blocked
+    # --8<-- [end:sliding-window-mask]
+
+
+# --8<-- [start:chunked-mask]
+def chunked_mask(query_positions, key_positions, chunk):
+    """Blocked unless q // chunk == k // chunk and k <= q (Llama 4).
+
+    >>> chunked_mask(range(4), range(4), chunk=2).astype(int)
+    array([[0, 1, 1, 1],
+           [0, 0, 1, 1],
+           [1, 1, 0, 1],
+           [1, 1, 0, 0]])
+    """
+    checks.chunked_rule(query_positions, key_positions, chunk)
+    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    same_chunk = q // chunk == k // chunk  # (Tq, Tk)
+    return ~(same_chunk & (k <= q))  # True = blocked
+    # --8<-- [end:chunked-mask]
+
+
+# --8<-- [start:document-ids]
+def document_ids(lengths):
+    """The document of every token of a packed sequence (cu_seqlens).
+
+    >>> document_ids([3, 1, 2])
+    array([0, 0, 0, 1, 2, 2])
+    """
+    checks.document_lengths(lengths)  # (n,) ints >= 1
+    lengths = np.asarray(lengths)
+    return np.repeat(np.arange(len(lengths)), lengths)  # (sum(lengths),)
+    # --8<-- [end:document-ids]
+
+
+# --8<-- [start:document-mask]
+def document_mask(query_documents, key_documents):
+    """Blocked where the query's document is not the key's.
+
+    >>> ids = document_ids([2, 1])
+    >>> document_mask(ids, ids).astype(int)
+    array([[0, 0, 1],
+           [0, 0, 1],
+           [1, 1, 0]])
+    """
+    checks.document_rule(query_documents, key_documents)  # integer ids
+    q, k = position_pairs(query_documents, key_documents)  # (Tq,1), (1,Tk)
+    return q != k  # (Tq, Tk), True = another document
+    # --8<-- [end:document-mask]
+
+
+# --8<-- [start:packed-causal-mask]
+def packed_causal_mask(lengths):
+    """Causal attention within each document of a packed sequence.
+
+    Two rules combined with |: a pair is blocked when either blocks it.
+    This is what varlen attention (flash-attn's cu_seqlens) computes.
+
+    >>> packed_causal_mask([2, 1]).astype(int)
+    array([[0, 1, 1],
+           [0, 0, 1],
+           [1, 1, 0]])
+    """
+    ids = document_ids(lengths)  # (T,)
+    positions = np.arange(len(ids))  # (T,): 0 .. T - 1
+    future = causal_mask_for_positions(positions, positions)  # (T, T)
+    return document_mask(ids, ids) | future  # (T, T)
+    # --8<-- [end:packed-causal-mask]
+
+
+# --8<-- [start:prefix-lm-mask]
+def prefix_lm_mask(query_positions, key_positions, prefix):
+    """Blocked unless k < prefix or k <= q: a bidirectional prefix.
+
+    >>> prefix_lm_mask(range(4), range(4), prefix=2).astype(int)
+    array([[0, 0, 1, 1],
+           [0, 0, 1, 1],
+           [0, 0, 0, 1],
+           [0, 0, 0, 0]])
+    """
+    checks.prefix_lm_rule(query_positions, key_positions, prefix)
+    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    return ~((k < prefix) | (k <= q))  # True = blocked
+    # --8<-- [end:prefix-lm-mask]
 
 
 # --8<-- [start:apply-rope]
@@ -258,9 +456,9 @@ def apply_rope(x, positions, base=10000.0):
     >>> apply_rope(x, [1]).round(4)  # turned by 1 radian
     array([[0.5403, 0.8415]])
     """
-    x, positions = np.asarray(x), np.asarray(positions)
-    checks.rope_inputs(x.shape, positions, base)  # even d, T positions
+    x, positions = checks.rope_arguments(x, positions, base, np.asarray)
     d_head, dtype = x.shape[-1], np.result_type(x.dtype, np.float32)
+    x = x.astype(dtype, copy=False)  # int or bool x: rotate in float
     half = d_head // 2
     # theta_i = base^(-2i / d_head): one frequency per pair of features
     freq = float(base) ** (-2.0 * np.arange(half) / d_head)  # float64
@@ -272,6 +470,54 @@ def apply_rope(x, positions, base=10000.0):
     rotated = np.concatenate([-x2, x1], axis=-1)  # (..., T, d_head)
     return x * cos + rotated * sin  # (..., T, d_head)
     # --8<-- [end:apply-rope]
+
+
+# --8<-- [start:alibi-slopes]
+def alibi_slopes(n_head):
+    """ALiBi's slope m_h for each of n_head heads, h = 1 .. n_head.
+
+    For n a power of two, the geometric m_h = 2^(-8 h / n) of Press et
+    al. (2022). Otherwise the paper's code, BLOOM and MPT take the n'
+    slopes of the largest power of two n' < n_head, then every other
+    slope of the rule for 2 n' (the odd h) until n_head are filled.
+
+    >>> alibi_slopes(4).tolist()
+    [0.25, 0.0625, 0.015625, 0.00390625]
+    """
+    checks.positive_integer(n_head, "n_head")
+    n = 1 << (n_head.bit_length() - 1)  # largest power of two <= n_head
+    # m_h = 2^(-8 h / n), h = 1 .. n
+    slopes = 2.0 ** (-8.0 * np.arange(1, n + 1) / n)  # (n,)
+    if n < n_head:  # the odd h of the rule for 2n: between those slopes
+        odd = 2.0 ** (-8.0 * np.arange(1, 2 * n, 2) / (2 * n))  # (n,)
+        slopes = np.concatenate([slopes, odd[: n_head - n]])
+    return slopes  # (n_head,), float64
+    # --8<-- [end:alibi-slopes]
+
+
+# --8<-- [start:alibi-bias]
+def alibi_bias(slopes, query_positions, key_positions):
+    """The ALiBi bias -m_h (i - j) of query position i and key position j.
+
+    slopes (H,), positions 1-D: returns (H, Tq, Tk), added to the
+    scores (attention's bias). It grows more negative with distance,
+    linearly, at each head's own slope; keys after the query get a
+    positive bias and need the causal mask.
+
+    Float slopes keep their dtype; integer slopes compute in float64.
+
+    >>> alibi_bias([0.5], [2], [0, 1, 2]).tolist()
+    [[[-1.0, -0.5, 0.0]]]
+    """
+    slopes = np.asarray(slopes)
+    q_pos, k_pos = np.asarray(query_positions), np.asarray(key_positions)
+    checks.alibi_inputs(slopes, q_pos, k_pos)  # (H,), 1-D positions
+    dtype = slopes.dtype if slopes.dtype.kind == "f" else np.float64
+    # -m (i - j) = m (j - i): 0 on the diagonal, negative before it
+    q_pos, k_pos = q_pos.astype(dtype), k_pos.astype(dtype)  # no uint wrap
+    ahead = k_pos[None, :] - q_pos[:, None]  # j - i: (Tq, Tk)
+    return slopes[:, None, None].astype(dtype) * ahead  # (H, Tq, Tk)
+    # --8<-- [end:alibi-bias]
 
 
 class MultiHeadAttention:
@@ -323,7 +569,8 @@ class MultiHeadAttention:
     # --8<-- [start:split-heads]
     def split_heads(self, x):
         b, t, _ = x.shape  # (B, T, H * dh); H_kv * dh for K and V
-        x = x.reshape(b, t, -1, self.d_head)  # (B, T, H, dh)
+        h = x.shape[-1] // self.d_head  # not -1: B = 0 leaves -1 unknown
+        x = x.reshape(b, t, h, self.d_head)  # (B, T, H, dh)
         return x.transpose(0, 2, 1, 3)  # (B, H, T, dh)
         # --8<-- [end:split-heads]
 
@@ -444,6 +691,7 @@ def linear_backward(x, weight, dy):
     >>> dw.shape, db.tolist(), dx.tolist()
     ((3, 4), [2.0, 2.0, 2.0, 2.0], [[[4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]])
     """
+    x, weight, dy = checks.linear_arrays(x, weight, dy)  # dy (..., d_out)
     rows_x = x.reshape(-1, x.shape[-1])  # (B * T, d_in)
     rows_dy = dy.reshape(-1, dy.shape[-1])  # (B * T, d_out)
     # dW = X^T dY: a sum over every (batch, position) row
@@ -451,3 +699,6 @@ def linear_backward(x, weight, dy):
     db = rows_dy.sum(axis=0)  # (d_out,): b was added to every row
     return dw, db, dy @ weight.T  # dX = dY W^T: (B, T, d_in)
     # --8<-- [end:linear-backward]
+
+
+from mha_ref.latent_numpy import MultiHeadLatentAttention  # noqa: E402, F401

@@ -48,26 +48,78 @@ def check_positions(q_pos, k_pos, tq, tk):
 
 
 def positions(causal, query_positions, key_positions, tq, tk, as_array):
-    """Query and key positions for the causal mask, or (None, None).
+    """Query and key positions for the causal mask or a mask_rule.
 
-    By default the Tq queries are the last of the Tk positions.
+    (None, None) when neither needs them.
+
+    By default the Tq queries are the last Tq of the Tk key positions
+    (0 .. Tk - 1 by default). Positions are any iterable of finite
+    reals (see checks.position_array).
     """
     if not causal:
         if query_positions is not None or key_positions is not None:
             raise ValueError(
-                "query_positions and key_positions need causal=True"
+                "query_positions and key_positions need causal=True "
+                "or a mask_rule"
             )
         return None, None
-    if query_positions is None:
-        query_positions = range(tk - tq, tk)
     if key_positions is None:
         key_positions = range(tk)
-    q_pos, k_pos = as_array(query_positions), as_array(key_positions)
+        if query_positions is None:  # bottom-right, as a KV cache
+            query_positions = range(tk - tq, tk)
+    k_pos = checks.position_array(key_positions, "key_positions", as_array)
+    if query_positions is None:  # the last Tq of the given key positions
+        query_positions = _last_positions(k_pos, tq, tk)
+    q_pos = checks.position_array(query_positions, "query_positions", as_array)
     check_positions(q_pos, k_pos, tq, tk)
     return q_pos, k_pos
 
 
-def check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows="raise"):
+def position_rule(mask_rule, causal, lead, ref):
+    """mask_rule as the tiled loop applies it, or None without one.
+
+    Each tile's answer is checked (bool, broadcasting to the tile of
+    scores (*lead, bq, bk)) and made an array of the pass (a NumPy rule
+    serves the torch pass too); with causal=True too, a pair is blocked
+    when either blocks it. ``ref``: numpy_ref or torch_ref.
+    """
+    checks.mask_rule(mask_rule)  # None, or a callable
+    if mask_rule is None:
+        return None
+
+    def rule(q_pos, k_pos):
+        blocked = mask_rule(q_pos, k_pos)  # (bq, bk) or (B, 1, bq, bk)
+        checks.rule_tile(blocked, (*lead, len(q_pos), len(k_pos)))
+        if ref is torch_ref:
+            device = getattr(q_pos, "device", None)
+            blocked = torch.as_tensor(blocked, device=device)
+        else:
+            blocked = _as_numpy(blocked)
+        if causal:
+            blocked = blocked | ref.causal_mask_for_positions(q_pos, k_pos)
+        return blocked
+
+    return rule
+
+
+def _last_positions(k_pos, tq, tk):
+    # the default query positions when key_positions are given
+    if tuple(k_pos.shape) != (tk,):
+        raise ValueError(
+            f"key_positions must have shape ({tk},), one per row, "
+            f"got {tuple(k_pos.shape)}"
+        )
+    if tq > tk:
+        raise ValueError(
+            f"query_positions default to the last Tq = {tq} of the Tk = "
+            f"{tk} key_positions, but Tq > Tk: pass query_positions"
+        )
+    return k_pos[tk - tq :]
+
+
+def check_row_max(
+    row_max, rows, mask, q_pos, k_pos, empty_rows="raise", mask_rule=None
+):
     """Raise if a query row of this block overflowed or saw no key.
 
     row_max (..., bq, 1) holds the rows ``rows`` (a slice), NumPy or
@@ -91,7 +143,8 @@ def check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows="raise"):
         return
     # the whole rows of the mask, built only now that one is needed
     mask, q_pos, k_pos = (_as_numpy(a) for a in (mask, q_pos, k_pos))
-    tile = tile_mask_numpy(mask, q_pos, k_pos, rows, slice(None))
+    rule = None if mask_rule is None else _numpy_rule(mask_rule)
+    tile = tile_mask_numpy(mask, q_pos, k_pos, rows, slice(None), rule)
     blocked = np.False_ if tile is None else tile.all(axis=-1)  # (.., bq)
     if empty_rows == "zero":  # rows with no allowed key are welcome
         empty = empty & ~blocked
@@ -122,6 +175,15 @@ def _as_numpy(value):
     return (value.double() if value.is_floating_point() else value).numpy()
 
 
+def _numpy_rule(mask_rule):
+    """mask_rule with its answer as NumPy (a torch rule gives tensors)."""
+
+    def rule(q_pos, k_pos):
+        return _as_numpy(mask_rule(q_pos, k_pos))
+
+    return rule
+
+
 # --8<-- [start:online-softmax-update-numpy]
 def online_softmax_update_numpy(state, s, v_block):
     """Fold scores s (..., bq, bk) and their values into the state.
@@ -146,18 +208,19 @@ def online_softmax_update_numpy(state, s, v_block):
 
 
 # --8<-- [start:tile-mask-numpy]
-def tile_mask_numpy(mask, q_pos, k_pos, rows, cols):
+def tile_mask_numpy(mask, q_pos, k_pos, rows, cols, mask_rule=None):
     """The blocked (True) entries of one tile, or None if none can be.
 
     mask is broadcast to (..., Tq, Tk) or None; q_pos and k_pos are
-    the positions (None unless causal); rows, cols slice the tile.
+    the positions (None unless causal or a mask_rule); rows, cols slice
+    the tile. mask_rule(query_positions, key_positions) -> blocked sees
+    the tile's positions only; without one, causal blocks later keys.
     """
     tile = None if mask is None else mask[..., rows, cols]  # (..., bq, bk)
-    if q_pos is not None:  # causal: keys after the query are blocked
-        future = numpy_ref.causal_mask_for_positions(
-            q_pos[rows], k_pos[cols]
-        )  # (bq, bk)
-        tile = future if tile is None else tile | future
+    if q_pos is not None:  # a rule of positions: mask_rule, or causal
+        rule = mask_rule or numpy_ref.causal_mask_for_positions
+        blocked = rule(q_pos[rows], k_pos[cols])  # (bq, bk)
+        tile = blocked if tile is None else tile | blocked
     return tile
     # --8<-- [end:tile-mask-numpy]
 
@@ -175,6 +238,12 @@ def tiled_attention_numpy(
     block_k=BLOCK,
     return_lse=False,
     empty_rows="raise",
+    mask_rule=None,
+    *,
+    scale=None,
+    softcap=None,
+    bias=None,
+    sinks=None,
 ):
     """numpy_ref.attention's output, one (block_q, block_k) tile at a time.
 
@@ -185,8 +254,15 @@ def tiled_attention_numpy(
     k and v may have fewer heads than q, as in numpy_ref.attention. A
     row with no allowed key is refused, or with empty_rows="zero" gets
     output 0 and L = +inf (flash-attn's convention).
+    mask_rule(query_positions, key_positions) -> blocked, e.g.
+    functools.partial(sliding_window_mask, window=256), is evaluated
+    per tile at those positions; a tile it blocks whole is skipped.
+    scale, softcap, bias and sinks as in numpy_ref.attention; the sink
+    enters each row's running max and sum once, before the first tile.
     """
-    q, k, v, mask = checks.attention_arrays(q, k, v, mask, empty_rows)
+    q, k, v, mask, bias, sinks = checks.scored_attention_arrays(
+        q, k, v, mask, empty_rows, scale, softcap, bias, sinks
+    )  # mask: also where bias is -inf
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # query head h reads key/value head h // G
         k = numpy_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
@@ -194,11 +270,15 @@ def tiled_attention_numpy(
     lead, tq, tk, dv = check_inputs(
         q.shape, k.shape, v.shape, block_q, block_k
     )
+    rule = position_rule(mask_rule, causal, lead, numpy_ref)  # or None
+    ruled = causal or rule is not None  # blocked by positions
     q_pos, k_pos = positions(
-        causal, query_positions, key_positions, tq, tk, np.asarray
+        ruled, query_positions, key_positions, tq, tk, np.asarray
     )
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
     d = q.shape[-1]  # the head size d_k
+    if bias is not None:
+        bias = np.broadcast_to(bias, (*lead, tq, tk))  # checked, a view
     out_blocks, lse_blocks = [], []
     for i in range(0, tq, block_q):
         rows = slice(i, i + block_q)
@@ -208,20 +288,30 @@ def tiled_attention_numpy(
             np.zeros((*lead, bq, 1), dtype),  # running sum
             np.zeros((*lead, bq, dv), dtype),
         )  # unnormalised output
+        if sinks is not None:  # the sink: one more score per row, no value
+            sink = np.broadcast_to(sinks[:, None, None], (*lead, bq, 1))
+            no_value = np.zeros((*lead, 1, dv), dtype)
+            state = online_softmax_update_numpy(state, sink, no_value)
         for j in range(0, tk, block_k):
             cols = slice(j, j + block_k)
             if causal and k_pos[cols].min() > q_pos[rows].max():
                 continue  # the whole tile lies in the future
-            # S_ij = Q_i K_j^T / sqrt(d_k)
+            tile = tile_mask_numpy(mask, q_pos, k_pos, rows, cols, rule)
+            if rule is not None and tile.all():
+                continue  # the rule blocks every pair: skip the tile
+            # S_ij = Q_i K_j^T / sqrt(d_k), or * scale
             s = q[..., rows, :] @ np.swapaxes(k[..., cols, :], -2, -1)
-            s = s / math.sqrt(d)  # (..., bq, bk)
-            tile = tile_mask_numpy(mask, q_pos, k_pos, rows, cols)
+            s = s / math.sqrt(d) if scale is None else s * scale
+            if softcap is not None:  # before the mask, as in attention
+                s = softcap * np.tanh(s / softcap)  # (..., bq, bk)
+            if bias is not None:
+                s = s + bias[..., rows, cols]  # (..., bq, bk)
             if tile is not None:
                 s = np.where(tile, -np.inf, s)  # before the softmax
             state = online_softmax_update_numpy(state, s, v[..., cols, :])
         row_max, row_sum, acc = state
         # NaN or +inf: q @ k^T overflowed; -inf: no key allowed (or lost)
-        check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows)
+        check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows, rule)
         # a row with no key (empty_rows="zero") has m = -inf and l = 0:
         # o = 0, and L = +inf makes the backward's exp(S - L) 0 as well
         empty = np.isneginf(row_max)  # (..., bq, 1)
@@ -262,18 +352,19 @@ def online_softmax_update_torch(state, s, v_block):
 
 
 # --8<-- [start:tile-mask-torch]
-def tile_mask_torch(mask, q_pos, k_pos, rows, cols):
+def tile_mask_torch(mask, q_pos, k_pos, rows, cols, mask_rule=None):
     """The blocked (True) entries of one tile, or None if none can be.
 
     mask is broadcast to (..., Tq, Tk) or None; q_pos and k_pos are
-    the positions (None unless causal); rows, cols slice the tile.
+    the positions (None unless causal or a mask_rule); rows, cols slice
+    the tile. mask_rule(query_positions, key_positions) -> blocked sees
+    the tile's positions only; without one, causal blocks later keys.
     """
     tile = None if mask is None else mask[..., rows, cols]  # (..., bq, bk)
-    if q_pos is not None:  # causal: keys after the query are blocked
-        future = torch_ref.causal_mask_for_positions(
-            q_pos[rows], k_pos[cols]
-        )  # (bq, bk)
-        tile = future if tile is None else tile | future
+    if q_pos is not None:  # a rule of positions: mask_rule, or causal
+        rule = mask_rule or torch_ref.causal_mask_for_positions
+        blocked = rule(q_pos[rows], k_pos[cols])  # (bq, bk)
+        tile = blocked if tile is None else tile | blocked
     return tile
     # --8<-- [end:tile-mask-torch]
 
@@ -291,6 +382,12 @@ def tiled_attention_torch(
     block_k=BLOCK,
     return_lse=False,
     empty_rows="raise",
+    mask_rule=None,
+    *,
+    scale=None,
+    softcap=None,
+    bias=None,
+    sinks=None,
 ):
     """torch_ref.attention's output, one (block_q, block_k) tile at a time.
 
@@ -301,8 +398,15 @@ def tiled_attention_torch(
     k and v may have fewer heads than q, as in torch_ref.attention. A
     row with no allowed key is refused, or with empty_rows="zero" gets
     output 0 and L = +inf (flash-attn's convention).
+    mask_rule(query_positions, key_positions) -> blocked, e.g.
+    functools.partial(sliding_window_mask, window=256), is evaluated
+    per tile at those positions; a tile it blocks whole is skipped.
+    scale, softcap, bias and sinks as in torch_ref.attention; the sink
+    enters each row's running max and sum once, before the first tile.
     """
-    mask = checks.attention_tensors(q, k, v, mask, empty_rows)
+    mask = checks.scored_attention_tensors(
+        q, k, v, mask, empty_rows, scale, softcap, bias, sinks
+    )  # also where bias is -inf
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # query head h reads key/value head h // G
         k = torch_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
@@ -310,14 +414,18 @@ def tiled_attention_torch(
     lead, tq, tk, dv = check_inputs(
         q.shape, k.shape, v.shape, block_q, block_k
     )
+    rule = position_rule(mask_rule, causal, lead, torch_ref)  # or None
+    ruled = causal or rule is not None  # blocked by positions
     q_pos, k_pos = positions(
-        causal, query_positions, key_positions, tq, tk, _as_tensor_on(q.device)
+        ruled, query_positions, key_positions, tq, tk, _as_tensor_on(q.device)
     )
     # max, sum and output in float32 whatever the input dtype (float64
     # stays), as FlashAttention keeps them; cast once, at the end
     wide = torch.promote_types(q.dtype, torch.float32)
     kw = {"dtype": wide, "device": q.device}
     d = q.shape[-1]  # the head size d_k
+    if bias is not None:
+        bias = bias.expand(*lead, tq, tk)  # checked, a view
     out_blocks, lse_blocks = [], []
     for i in range(0, tq, block_q):
         rows = slice(i, i + block_q)
@@ -327,22 +435,33 @@ def tiled_attention_torch(
             torch.zeros((*lead, bq, 1), **kw),  # running sum
             torch.zeros((*lead, bq, dv), **kw),
         )  # unnormalised output
+        if sinks is not None:  # the sink: one more score per row, no value
+            sink = sinks.to(wide).view(-1, 1, 1).expand(*lead, bq, 1)
+            no_value = torch.zeros((*lead, 1, dv), **kw)
+            state = online_softmax_update_torch(state, sink, no_value)
         q_i = q[..., rows, :].to(wide)  # (..., bq, d)
         for j in range(0, tk, block_k):
             cols = slice(j, j + block_k)
             if causal and k_pos[cols].min() > q_pos[rows].max():
                 continue  # the whole tile lies in the future
+            tile = tile_mask_torch(mask, q_pos, k_pos, rows, cols, rule)
+            if rule is not None and tile.all():
+                continue  # the rule blocks every pair: skip the tile
             k_j, v_j = k[..., cols, :].to(wide), v[..., cols, :].to(wide)
-            # S_ij = Q_i K_j^T / sqrt(d_k), in float32 for fp16 and bf16
+            # S_ij = Q_i K_j^T / sqrt(d_k) (or * scale), in float32 for
+            # fp16 and bf16
             s = q_i @ k_j.transpose(-2, -1)
-            s = s / math.sqrt(d)  # (..., bq, bk)
-            tile = tile_mask_torch(mask, q_pos, k_pos, rows, cols)
+            s = s / math.sqrt(d) if scale is None else s * scale
+            if softcap is not None:  # before the mask, as in attention
+                s = softcap * torch.tanh(s / softcap)  # (..., bq, bk)
+            if bias is not None:
+                s = s + bias[..., rows, cols].to(wide)  # (..., bq, bk)
             if tile is not None:
                 s = s.masked_fill(tile, -math.inf)  # before the softmax
             state = online_softmax_update_torch(state, s, v_j)
         row_max, row_sum, acc = state
         # NaN or +inf: q @ k^T overflowed; -inf: no key allowed (or lost)
-        check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows)
+        check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows, rule)
         # a row with no key (empty_rows="zero") has m = -inf and l = 0:
         # o = 0, and L = +inf makes the backward's exp(S - L) 0 as well
         empty = row_max.isneginf()  # (..., bq, 1)
@@ -367,15 +486,33 @@ def _as_tensor_on(device):
 
 
 # --8<-- [start:backward-tile-numpy]
-def backward_tile_numpy(q_i, k_j, v_j, dout_i, lse_i, delta_i, tile):
+def backward_tile_numpy(
+    q_i,
+    k_j,
+    v_j,
+    dout_i,
+    lse_i,
+    delta_i,
+    tile,
+    scale=None,
+    softcap=None,
+    bias=None,
+):
     """One tile's shares of dq_i, dk_j and dv_j, from the saved L and D.
 
     q_i (..., bq, d), k_j (..., bk, d), v_j (..., bk, dv), dout_i
     (..., bq, dv); lse_i and delta_i (..., bq, 1); tile: blocked or None.
+    scale, softcap and the tile's bias (..., bq, bk) as the forward's.
     """
-    scale = 1 / math.sqrt(q_i.shape[-1])  # 1 / sqrt(d_k)
+    if scale is None:
+        scale = 1 / math.sqrt(q_i.shape[-1])  # 1 / sqrt(d_k)
     # S_ij = Q_i K_j^T / sqrt(d_k), masked as the forward masked it
     s = q_i @ np.swapaxes(k_j, -2, -1) * scale  # (..., bq, bk)
+    if softcap is not None:  # cap tanh(S / cap), as the forward
+        capped = np.tanh(s / softcap)  # (..., bq, bk)
+        s = softcap * capped
+    if bias is not None:
+        s = s + bias
     if tile is not None:
         s = np.where(tile, -np.inf, s)
     # P_ij = exp(S_ij - L_i): the forward's weights, without a softmax
@@ -386,6 +523,8 @@ def backward_tile_numpy(q_i, k_j, v_j, dout_i, lse_i, delta_i, tile):
     dp = dout_i @ np.swapaxes(v_j, -2, -1)  # (..., bq, bk)
     # dS_ij = P_ij * (dP_ij - D_i): D_i stands in for rowsum(dP * P)
     ds = p * (dp - delta_i)  # (..., bq, bk)
+    if softcap is not None:  # through the cap: 1 - tanh^2(S / cap)
+        ds = ds * (1 - capped**2)
     # dQ_i += dS_ij K_j / sqrt(d_k)
     dq_i = ds @ k_j * scale  # (..., bq, d)
     # dK_j += dS_ij^T Q_i / sqrt(d_k)
@@ -407,13 +546,20 @@ def tiled_attention_backward_numpy(
     block_q=BLOCK,
     block_k=BLOCK,
     empty_rows="raise",
+    mask_rule=None,
+    *,
+    scale=None,
+    softcap=None,
+    bias=None,
+    sinks=None,
 ):
     """dq, dk, dv of tiled_attention_numpy, one tile at a time.
 
     Arguments as tiled_attention_numpy's, plus dout = dL/dO (..., Tq, dv).
     The forward keeps only O and one log-sum-exp L per query row; every
     tile's weights are recomputed from L, so no (Tq, Tk) array exists.
-    The gradients come back in the forward's dtype (at least float32).
+    The gradients come back in the forward's dtype (at least float32),
+    and dsinks (H,) as a fourth value when sinks is given.
     """
     q, k, v, dout = checks.backward_arrays(q, k, v, dout)  # one float type
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
@@ -434,6 +580,11 @@ def tiled_attention_backward_numpy(
         block_k,
         return_lse=True,
         empty_rows=empty_rows,
+        mask_rule=mask_rule,
+        scale=scale,
+        softcap=softcap,
+        bias=bias,
+        sinks=sinks,
     )
     # D = rowsum(dO * O), equal to rowsum(dP * P) and found in O(T d)
     delta = np.sum(dout * out, axis=-1, keepdims=True)  # (..., Tq, 1)
@@ -443,8 +594,12 @@ def tiled_attention_backward_numpy(
     tk = k.shape[-2]
     if mask is not None:
         mask = np.broadcast_to(mask, (*lead, tq, tk))  # checked, a view
+    if bias is not None:  # checked by the forward: a view, in its dtype
+        bias = np.broadcast_to(np.asarray(bias, out.dtype), (*lead, tq, tk))
+    rule = position_rule(mask_rule, causal, lead, numpy_ref)  # or None
+    ruled = causal or rule is not None  # blocked by positions
     q_pos, k_pos = positions(
-        causal, query_positions, key_positions, tq, tk, np.asarray
+        ruled, query_positions, key_positions, tq, tk, np.asarray
     )
     # --8<-- [start:tiled-backward-loop-numpy]
     dq = np.zeros((*lead, tq, q.shape[-1]), out.dtype)  # (..., Tq, d)
@@ -456,7 +611,9 @@ def tiled_attention_backward_numpy(
             rows = slice(i, i + block_q)
             if causal and k_pos[cols].min() > q_pos[rows].max():
                 continue  # the whole tile lies in the future: P = 0
-            tile = tile_mask_numpy(mask, q_pos, k_pos, rows, cols)
+            tile = tile_mask_numpy(mask, q_pos, k_pos, rows, cols, rule)
+            if rule is not None and tile.all():
+                continue  # the rule blocks every pair: P = 0
             dq_i, dk_j, dv_j = backward_tile_numpy(
                 q[..., rows, :],
                 k[..., cols, :],
@@ -465,6 +622,9 @@ def tiled_attention_backward_numpy(
                 lse[..., rows, :],
                 delta[..., rows, :],
                 tile,
+                scale,
+                softcap,
+                None if bias is None else bias[..., rows, cols],
             )
             dq[..., rows, :] += dq_i  # (..., bq, d)
             dk[..., cols, :] += dk_j  # (..., bk, d)
@@ -478,20 +638,43 @@ def tiled_attention_backward_numpy(
     if group > 1:  # a key/value head served G query heads: add them up
         dk = numpy_ref.sum_kv_heads(dk, group)  # (..., H_kv, Tk, d)
         dv = numpy_ref.sum_kv_heads(dv, group)  # (..., H_kv, Tk, dv)
-    return dq, dk, dv
+    if sinks is None:
+        return dq, dk, dv
+    # the sink's weight exp(s_h - L) per row; its dP is 0 (no value)
+    sink = np.asarray(sinks, out.dtype)[:, None, None]  # (H, 1, 1)
+    d_sink = np.sum(-np.exp(sink - lse) * delta, axis=(-2, -1))  # (..., H)
+    return dq, dk, dv, d_sink.reshape(-1, d_sink.shape[-1]).sum(axis=0)
     # --8<-- [end:tiled-attention-backward-numpy]
 
 
 # --8<-- [start:backward-tile-torch]
-def backward_tile_torch(q_i, k_j, v_j, dout_i, lse_i, delta_i, tile):
+def backward_tile_torch(
+    q_i,
+    k_j,
+    v_j,
+    dout_i,
+    lse_i,
+    delta_i,
+    tile,
+    scale=None,
+    softcap=None,
+    bias=None,
+):
     """One tile's shares of dq_i, dk_j and dv_j, from the saved L and D.
 
     q_i (..., bq, d), k_j (..., bk, d), v_j (..., bk, dv), dout_i
     (..., bq, dv); lse_i and delta_i (..., bq, 1); tile: blocked or None.
+    scale, softcap and the tile's bias (..., bq, bk) as the forward's.
     """
-    scale = 1 / math.sqrt(q_i.shape[-1])  # 1 / sqrt(d_k)
+    if scale is None:
+        scale = 1 / math.sqrt(q_i.shape[-1])  # 1 / sqrt(d_k)
     # S_ij = Q_i K_j^T / sqrt(d_k), masked as the forward masked it
     s = q_i @ k_j.transpose(-2, -1) * scale  # (..., bq, bk)
+    if softcap is not None:  # cap tanh(S / cap), as the forward
+        capped = torch.tanh(s / softcap)  # (..., bq, bk)
+        s = softcap * capped
+    if bias is not None:
+        s = s + bias
     if tile is not None:
         s = s.masked_fill(tile, -math.inf)
     # P_ij = exp(S_ij - L_i): the forward's weights, without a softmax
@@ -502,6 +685,8 @@ def backward_tile_torch(q_i, k_j, v_j, dout_i, lse_i, delta_i, tile):
     dp = dout_i @ v_j.transpose(-2, -1)  # (..., bq, bk)
     # dS_ij = P_ij * (dP_ij - D_i): D_i stands in for rowsum(dP * P)
     ds = p * (dp - delta_i)  # (..., bq, bk)
+    if softcap is not None:  # through the cap: 1 - tanh^2(S / cap)
+        ds = ds * (1 - capped**2)
     # dQ_i += dS_ij K_j / sqrt(d_k)
     dq_i = ds @ k_j * scale  # (..., bq, d)
     # dK_j += dS_ij^T Q_i / sqrt(d_k)
@@ -523,13 +708,20 @@ def tiled_attention_backward_torch(
     block_q=BLOCK,
     block_k=BLOCK,
     empty_rows="raise",
+    mask_rule=None,
+    *,
+    scale=None,
+    softcap=None,
+    bias=None,
+    sinks=None,
 ):
     """dq, dk, dv of tiled_attention_torch, one tile at a time.
 
     Arguments as tiled_attention_torch's, plus dout = dL/dO (..., Tq, dv).
     The forward keeps only O and one log-sum-exp L per query row; every
     tile's weights are recomputed from L, so no (Tq, Tk) tensor exists.
-    Low-precision inputs compute in float32, cast once at the end.
+    Low-precision inputs compute in float32, cast once at the end; with
+    sinks, dsinks (H,) comes as a fourth value, in sinks' dtype.
     """
     checks.backward_tensors(q, k, v, dout)  # dout: any float dtype
     # fp16 and bf16 compute in float32, as the forward; float64 stays
@@ -553,6 +745,11 @@ def tiled_attention_backward_torch(
         block_k,
         return_lse=True,
         empty_rows=empty_rows,
+        mask_rule=mask_rule,
+        scale=scale,
+        softcap=softcap,
+        bias=bias,
+        sinks=sinks,
     )
     # D = rowsum(dO * O), equal to rowsum(dP * P) and found in O(T d)
     delta = (dout * out).sum(dim=-1, keepdim=True)  # (..., Tq, 1)
@@ -562,8 +759,12 @@ def tiled_attention_backward_torch(
     tk = k.shape[-2]
     if mask is not None:
         mask = mask.expand(*lead, tq, tk)  # checked, a view
+    if bias is not None:  # checked by the forward: a view
+        bias = bias.to(acc).expand(*lead, tq, tk)
+    rule = position_rule(mask_rule, causal, lead, torch_ref)  # or None
+    ruled = causal or rule is not None  # blocked by positions
     q_pos, k_pos = positions(
-        causal, query_positions, key_positions, tq, tk, _as_tensor_on(q.device)
+        ruled, query_positions, key_positions, tq, tk, _as_tensor_on(q.device)
     )
     # --8<-- [start:tiled-backward-loop-torch]
     kw = {"dtype": acc, "device": q.device}
@@ -576,7 +777,9 @@ def tiled_attention_backward_torch(
             rows = slice(i, i + block_q)
             if causal and k_pos[cols].min() > q_pos[rows].max():
                 continue  # the whole tile lies in the future: P = 0
-            tile = tile_mask_torch(mask, q_pos, k_pos, rows, cols)
+            tile = tile_mask_torch(mask, q_pos, k_pos, rows, cols, rule)
+            if rule is not None and tile.all():
+                continue  # the rule blocks every pair: P = 0
             dq_i, dk_j, dv_j = backward_tile_torch(
                 q[..., rows, :],
                 k[..., cols, :],
@@ -585,6 +788,9 @@ def tiled_attention_backward_torch(
                 lse[..., rows, :],
                 delta[..., rows, :],
                 tile,
+                scale,
+                softcap,
+                None if bias is None else bias[..., rows, cols],
             )
             dq[..., rows, :] += dq_i  # (..., bq, d)
             dk[..., cols, :] += dk_j  # (..., bk, d)
@@ -597,5 +803,34 @@ def tiled_attention_backward_torch(
     if group > 1:  # a key/value head served G query heads: add them up
         dk = torch_ref.sum_kv_heads(dk, group)  # (..., H_kv, Tk, d)
         dv = torch_ref.sum_kv_heads(dv, group)  # (..., H_kv, Tk, dv)
-    return dq.to(dtype), dk.to(dtype), dv.to(dtype)  # cast once, at the end
+    grads = dq.to(dtype), dk.to(dtype), dv.to(dtype)  # cast once, at the end
+    if sinks is None:
+        return grads
+    # the sink's weight exp(s_h - L) per row; its dP is 0 (no value)
+    sink = sinks.to(acc).view(-1, 1, 1)  # (H, 1, 1)
+    d_sink = (-torch.exp(sink - lse) * delta).sum(dim=(-2, -1))  # (..., H)
+    dsinks = d_sink.reshape(-1, d_sink.shape[-1]).sum(dim=0)  # (H,)
+    return (*grads, dsinks.to(sinks.dtype))
     # --8<-- [end:tiled-attention-backward-torch]
+
+
+# --8<-- [start:tiles-computed]
+def tiles_computed(
+    mask_rule, query_positions, key_positions, block_q=BLOCK, block_k=BLOCK
+):
+    """(computed, total): the tiles a tiled pass under mask_rule computes.
+
+    The loop skips a tile when the rule blocks every pair in it, as
+    FlexAttention's BlockMask skips an empty block; computed / total
+    is the share of the score matrix's arithmetic that is done.
+    """
+    q_pos, k_pos = np.asarray(query_positions), np.asarray(key_positions)
+    checks.tile_count(mask_rule, q_pos.shape, k_pos.shape, block_q, block_k)
+    computed = total = 0
+    for i in range(0, len(q_pos), block_q):
+        for j in range(0, len(k_pos), block_k):
+            q_tile, k_tile = q_pos[i : i + block_q], k_pos[j : j + block_k]
+            computed += not bool(mask_rule(q_tile, k_tile).all())
+            total += 1
+    return computed, total
+    # --8<-- [end:tiles-computed]

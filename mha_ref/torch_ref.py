@@ -5,6 +5,7 @@ reader has it). Masks are boolean with True = blocked; SDPA's boolean
 mask means the opposite and is converted in ``sdpa_forward`` only.
 """
 
+import importlib
 import math
 
 import torch
@@ -37,6 +38,24 @@ def _check_scores(scores, mask=None):
 def _check_mask(mask, scores_shape):
     # the mask expanded to the scores: SDPA needs at least (Tq, Tk)
     return checks.mask_tensor(mask, scores_shape)
+
+
+# --8<-- [start:softmax-with-sinks]
+def softmax_with_sinks(scores, sinks, empty_rows="raise"):
+    """Softmax over the keys and one extra logit per head: the sink.
+
+    scores (..., H, Tq, Tk), sinks (H,). The sink takes weight and has
+    no value (gpt-oss), so a row's weights sum to 1 minus the sink's
+    share; a row with every key masked puts all of it on the sink.
+    A sink of -inf is no sink.
+    """
+    sink = sinks.view(-1, 1, 1).expand(*scores.shape[:-1], 1)  # (.., 1)
+    both = torch.cat([scores, sink.to(scores.dtype)], dim=-1)  # Tk + 1
+    empty = both.isneginf().all(dim=-1, keepdim=True)  # no key, no sink
+    checks.rows_without_keys(empty[..., 0].cpu().numpy(), empty_rows)
+    weights = both.softmax(dim=-1).masked_fill(empty, 0.0)
+    return weights[..., :-1]  # the sink's column dropped: (..., H, Tq, Tk)
+    # --8<-- [end:softmax-with-sinks]
 
 
 # --8<-- [start:softmax-backward]
@@ -75,7 +94,18 @@ def repeat_kv_heads(x, group):
 
 
 # --8<-- [start:attention]
-def attention(q, k, v, mask=None, empty_rows="raise"):
+def attention(
+    q,
+    k,
+    v,
+    mask=None,
+    empty_rows="raise",
+    *,
+    scale=None,
+    softcap=None,
+    bias=None,
+    sinks=None,
+):
     """q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
 
     k and v may have fewer heads (axis -3) than q, H % H_kv == 0.
@@ -84,8 +114,14 @@ def attention(q, k, v, mask=None, empty_rows="raise"):
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
     A query row with every key masked is refused, or with
     empty_rows="zero" gets weights and output 0 (SDPA, flash-attn).
+    Score modifiers, in Gemma 2's order (see the scores page): scale
+    (default 1 / sqrt(d)), softcap, bias (broadcasts to the scores;
+    -inf blocks), then the mask, then sinks (H,): one logit per query
+    head in the softmax, with no value (gpt-oss; -inf: none).
     """
-    mask = checks.attention_tensors(q, k, v, mask, empty_rows)
+    mask = checks.scored_attention_tensors(
+        q, k, v, mask, empty_rows, scale, softcap, bias, sinks
+    )
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
@@ -93,12 +129,20 @@ def attention(q, k, v, mask=None, empty_rows="raise"):
     # fp16 and bf16 compute in float32, as SDPA does; float64 stays
     wide = torch.promote_types(dtype, torch.float32)
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
-    # S = Q K^T / sqrt(d_k)
-    scores = q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., Tq, Tk)
+    # S = Q K^T / sqrt(d_k), or Q K^T * scale
+    scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
+    scores = scores / math.sqrt(d) if scale is None else scores * scale
+    if softcap is not None:  # Gemma 2: cap tanh(S / cap), before the mask
+        scores = softcap * torch.tanh(scores / softcap)
+    if bias is not None:  # ALiBi, relative positions: added to S
+        scores = scores + bias.to(wide)
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))  # before softmax
     _check_scores(scores, mask)  # q @ k^T can overflow: name the row
-    weights = scores.softmax(dim=-1)  # each row sums to 1 over keys
+    if sinks is not None:  # gpt-oss: one more logit per head, no value
+        weights = softmax_with_sinks(scores, sinks.to(wide), empty_rows)
+    else:
+        weights = scores.softmax(dim=-1)  # each row sums to 1 over keys
     if empty_rows == "zero" and mask is not None:  # SDPA, flash-attn
         empty = mask.all(dim=-1, keepdim=True)  # (..., Tq, 1): no key
         weights = weights.masked_fill(empty, 0.0)  # NaN rows become 0
@@ -108,13 +152,26 @@ def attention(q, k, v, mask=None, empty_rows="raise"):
 
 
 # --8<-- [start:attention-backward]
-def attention_backward(q, k, v, dout, mask=None, empty_rows="raise"):
+def attention_backward(
+    q,
+    k,
+    v,
+    dout,
+    mask=None,
+    empty_rows="raise",
+    *,
+    scale=None,
+    softcap=None,
+    bias=None,
+    sinks=None,
+):
     """Gradients of attention(q, k, v, mask)'s output, given dout = dL/dO.
 
     dout is (..., Tq, dv). Returns dq, dk, dv shaped as q, k and v, in
-    the forward's dtype. The weights A are recomputed from q and k, as
-    the forward made them; a row with no key (empty_rows="zero") has
-    A = 0 and passes no gradient on.
+    the forward's dtype, and dsinks (H,) in sinks' dtype as a fourth
+    value when sinks is given. The weights A are recomputed from q and
+    k, as the forward made them (with the same score modifiers); a row
+    with no key (empty_rows="zero") has A = 0 and passes no gradient on.
     """
     checks.backward_tensors(q, k, v, dout)  # dout: any float dtype
     # fp16 and bf16 compute in float32, as the forward; float64 stays
@@ -123,7 +180,8 @@ def attention_backward(q, k, v, dout, mask=None, empty_rows="raise"):
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
-    _, weights = attention(q, k, v, mask, empty_rows)  # A: (..., Tq, Tk)
+    modifiers = {"scale": scale, "softcap": softcap, "bias": bias}
+    _, weights = attention(q, k, v, mask, empty_rows, **modifiers, sinks=sinks)
     d = q.shape[-1]  # the head size d_k
     # --8<-- [start:attention-backward-dv]
     # dV = A^T dO: each value collects the rows that read it
@@ -137,11 +195,26 @@ def attention_backward(q, k, v, dout, mask=None, empty_rows="raise"):
     # dS = A * (dA - rowsum(dA * A)); a blocked key has A = 0, so dS = 0
     d_scores = softmax_backward(weights, d_weights)  # (..., Tq, Tk)
     # --8<-- [end:attention-backward-ds]
+    # --8<-- [start:attention-backward-sinks]
+    if sinks is not None:  # the sink's weight p = 1 - rowsum(A), its dA 0
+        no_sink = sinks.isneginf().view(-1, 1, 1)  # (H, 1, 1)
+        p_sink = (1 - weights.sum(-1, keepdim=True)).masked_fill(no_sink, 0)
+        # ds_h = sum over the rows of head h of -p_sink rowsum(dA * A)
+        d_sink = -p_sink * (d_weights * weights).sum(-1, keepdim=True)
+        d_sink = d_sink.sum(dim=(-2, -1))  # (..., H): the rows added
+        dsinks = d_sink.reshape(-1, d_sink.shape[-1]).sum(dim=0)  # (H,)
+    # --8<-- [end:attention-backward-sinks]
+    # --8<-- [start:attention-backward-softcap]
+    if softcap is not None:  # d(cap tanh(S / cap)) / dS = 1 - tanh^2
+        raw = q @ k.transpose(-2, -1)  # S before the cap: (..., Tq, Tk)
+        raw = raw / math.sqrt(d) if scale is None else raw * scale
+        d_scores = d_scores * (1 - torch.tanh(raw / softcap) ** 2)
+    # --8<-- [end:attention-backward-softcap]
     # --8<-- [start:attention-backward-dq-dk]
-    # dQ = dS K / sqrt(d_k)
-    dq = d_scores @ k / math.sqrt(d)  # (..., Tq, d)
-    # dK = dS^T Q / sqrt(d_k)
-    dk = d_scores.transpose(-2, -1) @ q / math.sqrt(d)  # (..., Tk, d)
+    # dQ = dS K / sqrt(d_k) and dK = dS^T Q / sqrt(d_k) (or * scale)
+    d_scores = d_scores / math.sqrt(d) if scale is None else d_scores * scale
+    dq = d_scores @ k  # (..., Tq, d)
+    dk = d_scores.transpose(-2, -1) @ q  # (..., Tk, d)
     # --8<-- [end:attention-backward-dq-dk]
     # a batch dim that q, k or v shared (broadcast) sums its gradients
     dq, dk, dv = (
@@ -151,7 +224,8 @@ def attention_backward(q, k, v, dout, mask=None, empty_rows="raise"):
     )
     if group > 1:  # a key/value head served G query heads: add them up
         dk, dv = sum_kv_heads(dk, group), sum_kv_heads(dv, group)
-    return dq.to(dtype), dk.to(dtype), dv.to(dtype)  # cast once, at the end
+    grads = dq.to(dtype), dk.to(dtype), dv.to(dtype)  # cast once, at the end
+    return grads if sinks is None else (*grads, dsinks.to(sinks.dtype))
     # --8<-- [end:attention-backward]
 
 
@@ -184,9 +258,9 @@ def causal_mask(t, tk=None, align=None, device=None):
 # --8<-- [start:causal-mask-for-positions]
 def causal_mask_for_positions(query_positions, key_positions):
     """True where a key's position is later than the query's."""
-    q_pos = torch.as_tensor(query_positions)
-    k_pos = torch.as_tensor(key_positions, device=q_pos.device)
-    checks.positions(q_pos.shape, k_pos.shape)  # one per row: 1-D each
+    q_pos, k_pos = checks.mask_positions(
+        query_positions, key_positions, torch.as_tensor
+    )  # 1-D each, real and finite, compared as they are
     return k_pos[None, :] > q_pos[:, None]  # (1, Tk) vs (Tq, 1): (Tq, Tk)
     # --8<-- [end:causal-mask-for-positions]
 
@@ -201,8 +275,7 @@ def key_padding_mask(lengths, tk=None):
     (B, Tk) mask would be read as (Tq, Tk) and, when B == Tq, mask the
     wrong keys without a word; the two 1s put B on the batch axis.
     """
-    lengths = torch.as_tensor(lengths)
-    checks.key_padding(lengths, tk)  # ints in 1..tk, or (B, Tk) bools
+    lengths = checks.key_padding(lengths, tk, torch.as_tensor)  # ints in 1..tk
     if lengths.dtype == torch.bool:
         padded = lengths  # (B, Tk), True = padding
     else:
@@ -211,6 +284,96 @@ def key_padding_mask(lengths, tk=None):
         padded = keys[None, :] >= lengths[:, None]  # (B, Tk)
     return padded[:, None, None, :]  # (B, 1, 1, Tk): heads, query rows
     # --8<-- [end:key-padding-mask]
+
+
+# --8<-- [start:position-pairs]
+def position_pairs(query_positions, key_positions):
+    """Query and key positions set against each other, as int64.
+
+    1-D (Tq,) and (Tk,) give (Tq, 1) and (1, Tk): they broadcast to a
+    (Tq, Tk) mask. (B, T) positions give (B, 1, Tq, 1) and (B, 1, 1, Tk):
+    a (B, 1, Tq, Tk) mask that broadcasts over the heads, as
+    key_padding_mask does (a 1-D side is shared by the batch).
+    """
+    q = torch.as_tensor(query_positions).long()  # no uint wrap-around
+    k = torch.as_tensor(key_positions, device=q.device).long()
+    if q.dim() == k.dim() == 1:
+        return q[:, None], k[None, :]  # (Tq, 1), (1, Tk)
+    q = q.reshape(-1, 1, q.shape[-1], 1)  # (B, 1, Tq, 1)
+    k = k.reshape(-1, 1, 1, k.shape[-1])  # (B, 1, 1, Tk)
+    return q, k
+    # --8<-- [end:position-pairs]
+
+
+# --8<-- [start:sliding-window-mask]
+def sliding_window_mask(query_positions, key_positions, window, sink_tokens=0):
+    """Blocked unless 0 <= q - k < window: the query and window - 1 keys.
+
+    Hugging Face's sliding_window (kv > q - window). The first
+    sink_tokens positions stay visible to every later query
+    (StreamingLLM's attention sinks).
+    """
+    checks.sliding_window_rule(
+        query_positions, key_positions, window, sink_tokens
+    )  # whole positions >= 0, window >= 1, sink_tokens >= 0
+    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    distance = q - k  # (Tq, Tk): how far back the key lies
+    allowed = (distance >= 0) & (distance < window)
+    allowed |= (k < sink_tokens) & (k <= q)  # the sinks, never the future
+    return ~allowed  # True = blocked
+    # --8<-- [end:sliding-window-mask]
+
+
+# --8<-- [start:chunked-mask]
+def chunked_mask(query_positions, key_positions, chunk):
+    """Blocked unless q // chunk == k // chunk and k <= q (Llama 4)."""
+    checks.chunked_rule(query_positions, key_positions, chunk)
+    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    same_chunk = q // chunk == k // chunk  # (Tq, Tk)
+    return ~(same_chunk & (k <= q))  # True = blocked
+    # --8<-- [end:chunked-mask]
+
+
+# --8<-- [start:document-ids]
+def document_ids(lengths):
+    """The document of every token of a packed sequence (cu_seqlens)."""
+    checks.document_lengths(lengths)  # (n,) ints >= 1
+    lengths = torch.as_tensor(lengths)
+    ids = torch.arange(len(lengths), device=lengths.device)  # (n,)
+    return ids.repeat_interleave(lengths)  # (sum(lengths),)
+    # --8<-- [end:document-ids]
+
+
+# --8<-- [start:document-mask]
+def document_mask(query_documents, key_documents):
+    """Blocked where the query's document is not the key's."""
+    checks.document_rule(query_documents, key_documents)  # integer ids
+    q, k = position_pairs(query_documents, key_documents)  # (Tq,1), (1,Tk)
+    return q != k  # (Tq, Tk), True = another document
+    # --8<-- [end:document-mask]
+
+
+# --8<-- [start:packed-causal-mask]
+def packed_causal_mask(lengths):
+    """Causal attention within each document of a packed sequence.
+
+    Two rules combined with |: a pair is blocked when either blocks it.
+    This is what varlen attention (flash-attn's cu_seqlens) computes.
+    """
+    ids = document_ids(lengths)  # (T,)
+    positions = torch.arange(len(ids), device=ids.device)  # (T,)
+    future = causal_mask_for_positions(positions, positions)  # (T, T)
+    return document_mask(ids, ids) | future  # (T, T)
+    # --8<-- [end:packed-causal-mask]
+
+
+# --8<-- [start:prefix-lm-mask]
+def prefix_lm_mask(query_positions, key_positions, prefix):
+    """Blocked unless k < prefix or k <= q: a bidirectional prefix."""
+    checks.prefix_lm_rule(query_positions, key_positions, prefix)
+    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    return ~((k < prefix) | (k <= q))  # True = blocked
+    # --8<-- [end:prefix-lm-mask]
 
 
 # --8<-- [start:apply-rope]
@@ -230,8 +393,7 @@ def apply_rope(x, positions, base=10000.0):
     >>> apply_rope(x, [1]).round(decimals=4)  # turned by 1 radian
     tensor([[0.5403, 0.8415]])
     """
-    positions = torch.as_tensor(positions, device=x.device)
-    checks.rope_inputs(x.shape, positions, base)  # even d, T positions
+    x, positions = checks.rope_arguments(x, positions, base, torch.as_tensor)
     if not x.is_floating_point():  # int or bool x: rotate in float32
         x = x.to(torch.promote_types(x.dtype, torch.float32))
     d_head, dtype = x.shape[-1], x.dtype
@@ -247,6 +409,53 @@ def apply_rope(x, positions, base=10000.0):
     rotated = torch.cat([-x2, x1], dim=-1)  # (..., T, d_head)
     return x * cos + rotated * sin  # (..., T, d_head)
     # --8<-- [end:apply-rope]
+
+
+# --8<-- [start:alibi-slopes]
+def alibi_slopes(n_head):
+    """ALiBi's slope m_h for each of n_head heads, h = 1 .. n_head.
+
+    For n a power of two, the geometric m_h = 2^(-8 h / n) of Press et
+    al. (2022). Otherwise the paper's code, BLOOM and MPT take the n'
+    slopes of the largest power of two n' < n_head, then every other
+    slope of the rule for 2 n' (the odd h) until n_head are filled.
+
+    >>> alibi_slopes(4).tolist()
+    [0.25, 0.0625, 0.015625, 0.00390625]
+    """
+    checks.positive_integer(n_head, "n_head")
+    n = 1 << (n_head.bit_length() - 1)  # largest power of two <= n_head
+    # m_h = 2^(-8 h / n), h = 1 .. n
+    h = torch.arange(1, n + 1, dtype=torch.float64)
+    slopes = 2.0 ** (-8.0 * h / n)  # (n,)
+    if n < n_head:  # the odd h of the rule for 2n: between those slopes
+        odd = torch.arange(1, 2 * n, 2, dtype=torch.float64)
+        odd = 2.0 ** (-8.0 * odd / (2 * n))  # (n,)
+        slopes = torch.cat([slopes, odd[: n_head - n]])
+    return slopes  # (n_head,), float64
+    # --8<-- [end:alibi-slopes]
+
+
+# --8<-- [start:alibi-bias]
+def alibi_bias(slopes, query_positions, key_positions):
+    """The ALiBi bias -m_h (i - j) of query position i and key position j.
+
+    slopes (H,), positions 1-D: returns (H, Tq, Tk), added to the
+    scores (attention's bias). It grows more negative with distance,
+    linearly, at each head's own slope; keys after the query get a
+    positive bias and need the causal mask. Float slopes keep their
+    dtype; integer slopes compute in float64.
+    """
+    slopes = torch.as_tensor(slopes)
+    q_pos = torch.as_tensor(query_positions, device=slopes.device)
+    k_pos = torch.as_tensor(key_positions, device=slopes.device)
+    checks.alibi_inputs(slopes, q_pos, k_pos)  # (H,), 1-D positions
+    dtype = slopes.dtype if slopes.is_floating_point() else torch.float64
+    q_pos, k_pos = q_pos.to(dtype), k_pos.to(dtype)  # no uint wrap
+    # -m (i - j) = m (j - i): 0 on the diagonal, negative before it
+    ahead = k_pos[None, :] - q_pos[:, None]  # j - i: (Tq, Tk)
+    return slopes[:, None, None].to(dtype) * ahead  # (H, Tq, Tk)
+    # --8<-- [end:alibi-bias]
 
 
 class MultiHeadAttention(nn.Module):
@@ -292,7 +501,8 @@ class MultiHeadAttention(nn.Module):
     # --8<-- [start:split-heads]
     def split_heads(self, x):
         b, t, _ = x.shape  # (B, T, H * dh); H_kv * dh for K and V
-        x = x.view(b, t, -1, self.d_head)  # (B, T, H, dh)
+        h = x.shape[-1] // self.d_head  # not -1: B = 0 leaves -1 unknown
+        x = x.view(b, t, h, self.d_head)  # (B, T, H, dh)
         return x.transpose(1, 2)  # (B, H, T, dh)
         # --8<-- [end:split-heads]
 
@@ -415,3 +625,18 @@ def library_forward(library, x, mask=None, context=None):
     y, _ = library(x, context, context, attn_mask=mask, need_weights=False)
     return y  # (B, Tq, d_model)
     # --8<-- [end:library-forward]
+
+
+def to_numpy(module):
+    """twins.to_numpy under its first name: the module's numpy_ref twin.
+
+    twins (and numpy_ref) are imported at the call, by name, so that
+    torch_ref alone neither loads the NumPy reference nor carries it
+    into a page's notebook; a page script that calls this imports
+    twins itself.
+    """
+    twins = importlib.import_module("mha_ref.twins")
+    return twins.to_numpy(module)
+
+
+from mha_ref.latent_torch import MultiHeadLatentAttention  # noqa: E402, F401

@@ -6,6 +6,11 @@ It reads and writes only the built HTML, so MkDocs and Zensical sites
 get the same treatment:
 
 - every formula is typeset by the vendored KaTeX (typeset_math.py);
+- each notebook page is slimmed to the site's own look: no inlined
+  Jupyter CSS, Material code blocks, figures in both schemes
+  (notebook_html.py);
+- the search index's formulas become plain text, so no result's snippet
+  shows raw TeX (search_index.py);
 - each page whose notebook the generation step wrote
   (``docs/generated/notebooks/<page>.ipynb``) gets, under its title, the
   line that offers it: open it on the site, download the ``.ipynb``, and
@@ -19,6 +24,8 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from pipeline.notebook_html import slim_notebook_pages
+from pipeline.search_index import plain_math_in_search_index
 from pipeline.typeset_math import MathError, Typesetter, typeset_site
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -113,6 +120,8 @@ def main(argv=None):
         print(exc, file=sys.stderr)
         return 1
     offered = offer_notebooks(args.site, os.environ.get("MHA_REF_REPO_URL"))
+    slim_notebook_pages(args.site, NOTEBOOKS)
+    plain_math_in_search_index(args.site)
     print(
         f"typeset {count} formulas; {len(offered)} pages offer their "
         f"notebook ({args.site})"

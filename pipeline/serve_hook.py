@@ -11,7 +11,9 @@ still starts (macros.py says what to run).
 import logging
 import os
 
-from pipeline.postbuild import FORMULA_CACHE, offer_notebooks
+from pipeline.notebook_html import slim_notebook_pages
+from pipeline.postbuild import FORMULA_CACHE, NOTEBOOKS, offer_notebooks
+from pipeline.search_index import plain_math_in_search_index
 from pipeline.typeset_math import MathError, Typesetter, typeset_site
 
 log = logging.getLogger("mkdocs.hooks.serve")
@@ -35,3 +37,5 @@ def on_post_build(config):
     except MathError as exc:  # the server goes on; the page shows raw TeX
         log.error(str(exc))
     offer_notebooks(config["site_dir"], os.environ.get("MHA_REF_REPO_URL"))
+    slim_notebook_pages(config["site_dir"], NOTEBOOKS)
+    plain_math_in_search_index(config["site_dir"])

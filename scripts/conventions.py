@@ -12,11 +12,14 @@
 # positions and rerun.
 
 # %%
+import contextlib
+import itertools
 import math
 import warnings
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torch.nn.attention.bias import causal_lower_right
 
 import glue
@@ -363,3 +366,286 @@ glue.table(
     ],
     "lll",
 )
+
+# %% [markdown]
+# ## `nn.MultiheadAttention` in evaluation: when the fast path runs
+#
+# In eval mode under `torch.no_grad()`, `nn.MultiheadAttention` calls its
+# fused kernel (`torch._native_multi_head_attention`) only when every
+# condition of its fast path holds, among them `batch_first=True`, the
+# projection biases (`bias=True`), an even head count and self-attention
+# with one tensor for query, key and value. Otherwise it computes the
+# attention itself: with `need_weights=False` through SDPA. Each way
+# below runs one fully masked row; `counting_fast_path` counts the calls
+# to the fused kernel.
+
+
+# %%
+@contextlib.contextmanager
+def counting_fast_path():
+    """Count nn.MultiheadAttention's fused (fast path) calls inside."""
+    calls, original = [], torch._native_multi_head_attention
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return original(*args, **kwargs)
+
+    torch._native_multi_head_attention = counted
+    try:
+        yield calls
+    finally:
+        torch._native_multi_head_attention = original
+
+
+full_row = torch.zeros(4, 4, dtype=torch.bool)
+full_row[1] = True  # query 1 may read no key
+fast_path = []
+for batch_first, bias, need_weights in itertools.product(
+    (True, False), (True, False), (False, True)
+):
+    torch.manual_seed(0)
+    mha = nn.MultiheadAttention(8, 2, bias=bias, batch_first=batch_first)
+    mha = mha.double().eval()
+    x = randn(1, 4, 8) if batch_first else randn(4, 1, 8)
+    with torch.no_grad(), counting_fast_path() as calls:
+        y, _ = mha(x, x, x, attn_mask=full_row, need_weights=need_weights)
+    row = y[0, 1] if batch_first else y[1, 0]
+    out_bias = (
+        mha.out_proj.bias if bias else torch.zeros(8, dtype=torch.float64)
+    )
+    fast_path.append(
+        {
+            "batch_first": batch_first,
+            "bias": bias,
+            "need_weights": need_weights,
+            "fast_path": bool(calls),
+            "row": "NaN"
+            if bool(row.isnan().any())
+            else ("zeros" if bool((row == out_bias).all()) else "other"),
+        }
+    )
+print(*fast_path, sep="\n")
+fast_path = glue.value("mha_fast_path", fast_path)
+glue.value(
+    "mha_fast_summary",
+    {
+        "fast_rows": sum(r["fast_path"] for r in fast_path),
+        "fast_is_nan": all(
+            r["row"] == "NaN" for r in fast_path if r["fast_path"]
+        ),
+        "slow_no_weights_zero": all(
+            r["row"] == "zeros"
+            for r in fast_path
+            if not r["fast_path"] and not r["need_weights"]
+        ),
+        "weights_nan": all(
+            r["row"] == "NaN" for r in fast_path if r["need_weights"]
+        ),
+    },
+)
+glue.table(
+    "conventions-mha-eval",
+    [
+        "`batch_first`",
+        "`bias`",
+        "`need_weights`",
+        "fused fast path",
+        "fully masked row",
+    ],
+    [
+        [
+            f"`{r['batch_first']}`",
+            f"`{r['bias']}`",
+            f"`{r['need_weights']}`",
+            "yes" if r["fast_path"] else "no",
+            "zeros (y = the output bias)" if r["row"] == "zeros" else r["row"],
+        ]
+        for r in fast_path
+    ],
+    "lllll",
+)
+
+# %% [markdown]
+# ## Mask polarity
+#
+# Ours and `nn.MultiheadAttention`: True = blocked. SDPA's boolean
+# `attn_mask`: True = attend. FlexAttention's `mask_mod`: True = keep.
+# The same causal mask through each, converted where needed, and once
+# given to SDPA without the flip.
+
+# %%
+T_pol, d_pol = 6, 8
+q, k, v = (randn(1, 2, T_pol, d_pol) for _ in range(3))
+ours_mask = torch_ref.causal_mask(T_pol)
+ours_out, _ = torch_ref.attention(q, k, v, ours_mask)
+sdpa_out = F.scaled_dot_product_attention(
+    q, k, v, attn_mask=conventions.to_sdpa_mask(ours_mask)
+)
+unflipped = F.scaled_dot_product_attention(q, k, v, attn_mask=ours_mask)
+# SDPA's zeros come from a row of -inf scores, whatever the mask type
+empty_mask = ours_mask.clone()
+empty_mask[2] = True  # query 2 reads no key
+additive = torch.zeros(T_pol, T_pol, dtype=torch.float64).masked_fill(
+    empty_mask, -math.inf
+)
+by_bool = F.scaled_dot_product_attention(q, k, v, attn_mask=~empty_mask)
+by_float = F.scaled_dot_product_attention(q, k, v, attn_mask=additive)
+polarity = glue.value(
+    "polarity",
+    {
+        "sdpa_bool_empty_zero": bool((by_bool[..., 2, :] == 0).all()),
+        "sdpa_float_empty_zero": bool((by_float[..., 2, :] == 0).all()),
+        "sdpa": float((sdpa_out - ours_out).abs().max()),
+        "unflipped": float((unflipped - ours_out).abs().max()),
+        "unflipped_finite": bool(torch.isfinite(unflipped).all()),
+    },
+)
+
+# %% [markdown]
+# ## The sliding window's four definitions
+#
+# Hugging Face's `sliding_window` $W$ (a query sees itself and $W - 1$
+# keys before it, `kv > q - W`) in the terms of flash-attn
+# (`window_size=(left, right)`), JAX (`local_window_size=(left, right)`)
+# and attention-gym (`q - kv <= W` with causal). Each library's own rule,
+# at the converted value, gives `torch_ref.sliding_window_mask`; HF's
+# $W$ passed unconverted to the others lets each query see one key more.
+
+# %%
+W, T_win = 3, 8
+pos = torch.arange(T_win)
+ours_window = torch_ref.sliding_window_mask(pos, pos, W)  # True = blocked
+qi, kj = pos[:, None], pos[None, :]
+
+
+def allowed_by(library, value):
+    """Each library's documented rule: True = the key is read."""
+    if library == "hugging_face":
+        return (kj > qi - value) & (kj <= qi)
+    if library in ("flash_attn", "jax"):
+        left, right = value
+        return (kj >= qi - left) & (kj <= qi + right)
+    return (qi - kj <= value) & (qi >= kj)  # attention-gym, with causal
+
+
+windows = {}
+for library in conventions.WINDOWS:
+    value = conventions.window_from_hugging_face(W, library)
+    same = bool(torch.equal(~allowed_by(library, value), ours_window))
+    unconverted = (W, 0) if library in ("flash_attn", "jax") else W
+    extra = int((allowed_by(library, unconverted) & ours_window).sum())
+    windows[library] = {
+        "value": list(value) if isinstance(value, tuple) else value,
+        "same_mask": same,
+        "back": conventions.window_to_hugging_face(value, library),
+        "unconverted_extra_keys": extra if library != "hugging_face" else 0,
+    }
+windows = glue.value(
+    "windows",
+    {
+        "W": W,
+        "T": T_win,
+        "keys_seen": int((~ours_window[-1]).sum()),
+        "by": windows,
+    },
+)
+
+# %% [markdown]
+# ## The two meanings of "sink"
+#
+# StreamingLLM's sink tokens: the first positions stay visible to every
+# later query of a sliding window (`sliding_window_mask(..., sink_tokens
+# =4)`). gpt-oss's sink: a learned logit per head (`attention(...,
+# sinks=...)`). How many keys the last of 16 queries reads with each.
+
+# %%
+pos16 = torch.arange(16)
+streaming = torch_ref.sliding_window_mask(pos16, pos16, 4, sink_tokens=4)
+sink_meaning = glue.value(
+    "sink_meaning",
+    {
+        "window": 4,
+        "sink_tokens": 4,
+        "keys_seen_last": int((~streaming[-1]).sum()),
+        "keys_seen_without": int(
+            (~torch_ref.sliding_window_mask(pos16, pos16, 4)[-1]).sum()
+        ),
+    },
+)
+
+# %% [markdown]
+# ## Tensor layouts
+#
+# flash-attn's `(B, T, H, d)` read as our `(B, H, T, d)` runs without an
+# error when it happens to have the right number of dimensions; so does
+# a batch-first `(B, T, E)` fed to `nn.MultiheadAttention`'s default,
+# which reads `(T, B, E)`.
+
+# %%
+q_bthd, k_bthd, v_bthd = (randn(2, 5, 4, 8) for _ in range(3))  # (B,T,H,d)
+right, _ = torch_ref.attention(
+    *(conventions.from_bthd(t) for t in (q_bthd, k_bthd, v_bthd))
+)
+misread, _ = torch_ref.attention(q_bthd, k_bthd, v_bthd)  # T, H swapped
+torch.manual_seed(0)
+seq_first = nn.MultiheadAttention(8, 2).double().eval()  # batch_first=False
+x_bte = randn(3, 5, 8)  # (B, T, E): batch first
+with torch.no_grad():
+    y_right, _ = seq_first(*(x_bte.transpose(0, 1),) * 3)  # (T, B, E)
+    y_wrong, _ = seq_first(x_bte, x_bte, x_bte)  # read as (T=3, B=5, E)
+layouts = glue.value(
+    "layouts",
+    {
+        "bthd_misread": float(
+            (misread - conventions.from_bthd(right)).abs().max()
+        ),
+        "sequence_first_misread": float(
+            (y_wrong - y_right.transpose(0, 1)).abs().max()
+        ),
+    },
+)
+
+# %% [markdown]
+# ## The grouped-query head map
+#
+# 8 query heads, 2 key/value heads: consecutive groups (SDPA's
+# `enable_gqa`, Hugging Face's `repeat_kv`, ours) against strided ones.
+
+# %%
+consecutive = conventions.kv_head_of(8, 2, "consecutive")
+strided = conventions.kv_head_of(8, 2, "strided")
+q8, k2, v2 = randn(1, 8, 5, 4), randn(1, 2, 5, 4), randn(1, 2, 5, 4)
+sdpa_gqa = F.scaled_dot_product_attention(q8, k2, v2, enable_gqa=True)
+by_map = {
+    name: torch_ref.attention(q8, k2[:, heads], v2[:, heads])[0]
+    for name, heads in (("consecutive", consecutive), ("strided", strided))
+}
+head_map = glue.value(
+    "head_map",
+    {
+        "consecutive": consecutive,
+        "strided": strided,
+        "consecutive_vs_sdpa": float(
+            (by_map["consecutive"] - sdpa_gqa).abs().max()
+        ),
+        "strided_vs_sdpa": float((by_map["strided"] - sdpa_gqa).abs().max()),
+    },
+)
+
+# %% [markdown]
+# ## Fill values
+#
+# A fully masked row of three scores, as an additive mask with each fill
+# value, softmaxed in float32.
+
+# %%
+scores3 = torch.tensor([[0.5, 1.0, -0.3]])
+all_blocked = torch.ones(1, 3, dtype=torch.bool)
+fills = {}
+for fill in ("-inf", "min", -1e9):
+    added = scores3 + conventions.additive_mask(
+        all_blocked, torch.float32, fill
+    )
+    weights = added.softmax(dim=-1)[0]
+    fills[str(fill)] = "NaN" if bool(weights.isnan().any()) else weights
+fills = glue.value("fills", fills)

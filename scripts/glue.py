@@ -17,6 +17,7 @@ carries it), so it needs numpy and matplotlib only.
 import io
 import json
 import math
+import re
 from dataclasses import dataclass
 
 MIME = "application/vnd.mha-ref.glue+json"  # what the build collects
@@ -62,7 +63,17 @@ def fmt(x, digits=4):
     if "e" in text:
         mantissa, exponent = text.split("e")
         text = f"{mantissa}e{int(exponent):+03d}"
-    return text
+    return _unsigned_zero(text)
+
+
+# a number that rounded to zero with a minus sign: -0, -0.0, -0.00
+_NEGATIVE_ZERO = re.compile(r"(?<![\w.])[-−](0(?:\.0+)?)(?![\w.])")
+
+
+def _unsigned_zero(text):
+    """``text`` with every -0.0 written 0.0: a value rounded to zero reads
+    as zero, whatever side of it it was on."""
+    return _NEGATIVE_ZERO.sub(r"\1", text)
 
 
 def fmt_list(values, digits=4):
@@ -83,7 +94,9 @@ def markdown_table(header, rows, align=None):
     for row in rows:
         if len(row) != len(header):
             raise ValueError(f"row {row} does not match header {header}")
-        cells = [c if isinstance(c, str) else fmt(c) for c in row]
+        cells = [
+            _unsigned_zero(c) if isinstance(c, str) else fmt(c) for c in row
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -180,6 +193,40 @@ def render_svg(draw, theme, figsize=(7.0, 3.2)):
 # ------------------------------------------------------------- the glue
 
 
+# What glue returned in the cell that is running: shown already.
+_SHOWN = []
+
+
+def _show_once(shell):
+    """A cell ending in a glue call shows its result once, as ``glue:``.
+
+    IPython displays a cell's last value again (its ``Out``); the shell's
+    display hook is told to skip a value glue returned in this cell.
+    """
+    hook = shell.displayhook
+    if getattr(hook, "glue_shows_once", False):
+        return
+    compute = hook.compute_format_data
+
+    def compute_unless_glued(result):
+        if any(result is shown for shown in _SHOWN):
+            return {}, {}  # nothing to display: no Out
+        return compute(result)
+
+    def forget(info=None):
+        _SHOWN.clear()
+
+    hook.compute_format_data = compute_unless_glued
+    hook.glue_shows_once = True
+    shell.events.register("pre_run_cell", forget)
+
+
+def _returned(result):
+    """``result``, which the cell has shown: glue's return value."""
+    _SHOWN.append(result)
+    return result
+
+
 def _show(bundle, record):
     """Display ``bundle`` in a notebook (print its text elsewhere)."""
     bundle = {**bundle, MIME: record}
@@ -188,8 +235,10 @@ def _show(bundle, record):
         from IPython.display import display
     except ImportError:
         get_ipython = None
-    if get_ipython is not None and get_ipython() is not None:
+    shell = get_ipython() if get_ipython is not None else None
+    if shell is not None:
         display(bundle, raw=True, metadata={MIME: {"glue": record["name"]}})
+        _show_once(shell)
     else:  # run as a plain script
         print(bundle["text/plain"])
 
@@ -212,7 +261,7 @@ def value(name, result):
     _show(
         {"text/plain": shown}, {"name": name, "kind": "value", "value": data}
     )
-    return result
+    return _returned(result)
 
 
 def table(name, header, rows, align=None):
@@ -222,7 +271,7 @@ def table(name, header, rows, align=None):
     record = {"name": name, "kind": "table", "markdown": markdown}
     shown = f"glue: table {name}\n\n{markdown}"
     _show({"text/plain": shown, "text/markdown": shown}, record)
-    return markdown
+    return _returned(markdown)
 
 
 def figure(name, draw, alt, figsize=(7.0, 3.2)):
@@ -244,4 +293,4 @@ def export(name, data):
     record = {"name": name, "kind": "export", "json": text}
     shown = f"glue: export {name} ({len(text):,} bytes of JSON)"
     _show({"text/plain": shown}, record)
-    return len(text)
+    return _returned(len(text))

@@ -535,6 +535,8 @@ OUT_OF_RANGE = {
             "not a finite number",
         ),
         ({'input[data-option="padding"]': "9"}, "whole number"),
+        # a number box takes 1.5; a whole number it is not
+        ({'input[data-option="padding"]': "1.5"}, "whole number"),
     ],
     "scaling": [
         ({'input[data-col="0"]': "1e308"}, "beyond float64"),
@@ -546,7 +548,15 @@ OUT_OF_RANGE = {
             "not a finite number",
         ),
         ({'input[data-option="cache"]': "7"}, "whole number"),
+        ({'input[data-option="cache"]': "2.5"}, "whole number"),
         ({'input[data-option="new"]': "0"}, "whole number"),
+        ({'input[data-option="new"]': "1.5"}, "whole number"),
+        # one choice left (5 values, 4 cached): "must be 1", not the
+        # "whole number from 1 to 1" it said
+        (
+            {'input[data-option="cache"]': "4", 'input[data-option="new"]': "2"},
+            "New queries must be 1:",
+        ),
     ],
 }
 
@@ -568,6 +578,8 @@ def test_control_refuses_out_of_range_inputs(name, site_origin, open_page):
         where = f"{name} {inputs}"
         if expected not in status:
             problems.append(f"{where}: status {status!r} lacks {expected!r}")
+        if re.search(r"from (-?\d+) to \1\b", status):
+            problems.append(f"{where}: a range of one value: {status!r}")
         if shown.strip():
             problems.append(f"{where}: still shows {shown[:60]!r}")
         text = page.locator(root).text_content()

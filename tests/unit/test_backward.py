@@ -598,6 +598,46 @@ def test_mha_backward_rejects_bad_input():
         rope.backward(x, draw((1, 4, 8), 1), context=x)
 
 
+def test_linear_backward_matches_autograd():
+    x, weight, dy = draw((2, 3, 4), 0), draw((4, 5), 1), draw((2, 3, 5), 2)
+    tx, tw = t(x).requires_grad_(), t(weight).requires_grad_()
+    tb = torch.zeros(5, dtype=torch.float64, requires_grad=True)
+    (tx @ tw + tb).backward(t(dy))
+    dw, db, dx = numpy_ref.linear_backward(x, weight, dy)
+    for got, expected in ((dw, tw), (db, tb), (dx, tx)):
+        np.testing.assert_allclose(got, expected.grad.numpy(), atol=ATOL)
+
+
+@pytest.mark.parametrize(
+    ("x_shape", "w_shape", "dy_shape", "message"),
+    [
+        # the same number of rows, another leading shape: a wrong dW
+        ((2, 3, 4), (4, 5), (3, 2, 5), r"dy of shape \(3, 2, 5\) must "),
+        ((2, 3, 4), (4, 5), (2, 3, 6), r"\(2, 3, 6\) must match .*5\)"),
+        ((2, 3, 4), (3, 5), (2, 3, 5), r"x \(2, 3, 4\) and weight \(3, 5\)"),
+        ((2, 3, 4), (4,), (2, 3), r"weight \(4,\) do not fit y = x W"),
+    ],
+)
+def test_linear_backward_rejects_a_mismatched_upstream(
+    x_shape, w_shape, dy_shape, message
+):
+    with pytest.raises(ValueError, match=message):
+        numpy_ref.linear_backward(
+            draw(x_shape, 0), draw(w_shape, 1), draw(dy_shape, 2)
+        )
+
+
+def test_mha_backward_of_an_empty_batch_is_empty():
+    layer = numpy_ref.MultiHeadAttention(8, 2, bias=True)
+    grads = layer.backward(np.zeros((0, 4, 8)), np.zeros((0, 4, 8)))
+    assert grads["x"].shape == (0, 4, 8)
+    for name in ("Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo"):
+        # no sequence, no gradient: zeros of the parameter's shape
+        np.testing.assert_array_equal(
+            grads[name], np.zeros_like(getattr(layer, name))
+        )
+
+
 # Memory: the tiled backward's peak grows with T, the plain one's with T^2
 
 MEM_LEAD, MEM_D, MEM_BLOCK = (1, 2), 16, 64

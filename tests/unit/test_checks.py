@@ -223,3 +223,101 @@ def test_torch_attention_names_a_numpy_mask():
     q = torch.zeros(1, 2, 4)
     with pytest.raises(TypeError, match=r"torch\.Tensor.*got ndarray"):
         torch_ref.attention(q, q, q, mask=np.zeros((2, 2), dtype=bool))
+
+
+# positions a mask compares, and padding lengths (issue 28)
+
+MIRRORS = pytest.mark.parametrize(
+    "module", [numpy_ref, torch_ref], ids=["numpy", "torch"]
+)
+
+
+def as_framework(module, values, dtype):
+    """values as a NumPy array of dtype, or the torch tensor of it."""
+    array = np.asarray(values, dtype=dtype)
+    return array if module is numpy_ref else torch.from_numpy(array)
+
+
+@MIRRORS
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("which", ["query_positions", "key_positions"])
+def test_causal_mask_for_positions_rejects_non_finite_positions(
+    module, bad, which
+):
+    # a NaN query position compared False with every key: it saw them all
+    positions = {"query_positions": [3.0, 4.0], "key_positions": [0.0] * 5}
+    positions[which] = [*positions[which][:-1], bad]
+    with pytest.raises(
+        ValueError, match=rf"{which} of shape .* holds {bad} at index"
+    ):
+        module.causal_mask_for_positions(
+            *(
+                as_framework(module, positions[n], np.float64)
+                for n in ("query_positions", "key_positions")
+            )
+        )
+
+
+@MIRRORS
+@pytest.mark.parametrize(
+    "dtype", [np.uint8, np.uint16, np.uint32, np.uint64, np.int32]
+)
+def test_causal_mask_for_positions_accepts_every_integer_dtype(module, dtype):
+    got = module.causal_mask_for_positions(
+        as_framework(module, [3, 4], dtype),
+        as_framework(module, range(5), dtype),
+    )
+    oracle = np.arange(5)[None, :] > np.array([3, 4])[:, None]
+    np.testing.assert_array_equal(np.asarray(got), oracle)
+
+
+@MIRRORS
+def test_causal_mask_for_positions_compares_fractional_positions(module):
+    # as they are: position interpolation gives queries between keys
+    got = module.causal_mask_for_positions(
+        as_framework(module, [0.5, 2.0], np.float64), range(3)
+    )
+    np.testing.assert_array_equal(
+        np.asarray(got), [[False, True, True], [False, False, False]]
+    )
+
+
+@MIRRORS
+def test_causal_mask_for_positions_reads_iterators_once(module):
+    got = module.causal_mask_for_positions(iter([3, 4]), (j for j in range(5)))
+    np.testing.assert_array_equal(
+        np.asarray(got), numpy_ref.causal_mask_for_positions([3, 4], range(5))
+    )
+
+
+@MIRRORS
+@pytest.mark.parametrize(
+    ("positions", "message"),
+    [
+        (
+            [True, False],
+            r"query_positions must hold integers.*dtype (torch\.)?bool",
+        ),
+        ([1 + 2j, 0j], r"query_positions must hold integers.*complex"),
+    ],
+)
+def test_causal_mask_for_positions_rejects_non_real_positions(
+    module, positions, message
+):
+    with pytest.raises(TypeError, match=message):
+        module.causal_mask_for_positions(positions, range(2))
+
+
+@MIRRORS
+@pytest.mark.parametrize("dtype", [np.uint8, np.uint16, np.uint32, np.uint64])
+def test_key_padding_mask_accepts_unsigned_lengths(module, dtype):
+    got = module.key_padding_mask(as_framework(module, [3, 1], dtype))
+    oracle = np.arange(3)[None, :] >= np.array([3, 1])[:, None]
+    np.testing.assert_array_equal(np.asarray(got), oracle[:, None, None, :])
+
+
+@MIRRORS
+def test_key_padding_mask_reads_an_iterator(module):
+    got = module.key_padding_mask(iter([3, 1]), tk=4)
+    oracle = numpy_ref.key_padding_mask([3, 1], tk=4)
+    np.testing.assert_array_equal(np.asarray(got), oracle)

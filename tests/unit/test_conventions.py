@@ -185,3 +185,253 @@ def test_reordered_module_matches_interleaved_module_outputs(gen):
 def test_interleaved_to_rotate_half_names_a_bad_shape(shape, n_head, words):
     with pytest.raises(ValueError, match=re.escape(words)):
         conventions.interleaved_to_rotate_half(torch.zeros(shape), n_head)
+
+
+@pytest.mark.parametrize("dtype", [torch.bool, torch.int8, torch.int64])
+def test_apply_rope_interleaved_int_and_bool_inputs_compute_in_float(dtype):
+    # as torch_ref.apply_rope: an int rotation cast back to int was 0s
+    x = torch.tensor([[1, 0], [1, 1], [0, 1]]).to(dtype)  # (T, d_head)
+    got = conventions.apply_rope_interleaved(x, [0, 1, 2])
+    expected = rotate_adjacent_by_hand(x.double().numpy(), [0, 1, 2])
+    assert got.dtype == torch.float32
+    np.testing.assert_allclose(got.numpy(), expected, atol=1e-6, rtol=0)
+
+
+def test_apply_rope_interleaved_refuses_numpy_and_nan_positions():
+    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor, got nd"):
+        conventions.apply_rope_interleaved(np.zeros((2, 4)), [0, 1])
+    with pytest.raises(ValueError, match=r"positions .* holds nan at"):
+        conventions.apply_rope_interleaved(torch.zeros(2, 4), [0, np.nan])
+
+
+@pytest.mark.parametrize("kind", ["weight", "bias"])
+def test_interleaved_to_rotate_half_takes_a_numpy_weight(gen, kind):
+    weight = randn(gen, 2 * 4, 5) if kind == "weight" else randn(gen, 8)
+    got = conventions.interleaved_to_rotate_half(weight.numpy(), n_head=2)
+    order = [0, 2, 1, 3, 4, 6, 5, 7]  # H = 2 heads of d_head = 4
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, weight[order].numpy())
+
+
+# The translation table's other rows: one function each, held to the
+# libraries on either side (torch 2.13, transformers 5.24.0).
+
+
+def test_causal_query_positions_give_both_corners():
+    for align in ("top_left", "bottom_right"):
+        q_pos = conventions.causal_query_positions(3, 5, align)
+        got = torch_ref.causal_mask_for_positions(q_pos, torch.arange(5))
+        assert torch.equal(got, torch_ref.causal_mask(3, 5, align=align))
+    assert conventions.causal_query_positions(
+        3, 5, "bottom_right"
+    ).tolist() == [
+        2,
+        3,
+        4,
+    ]
+
+
+def test_rows_without_keys_lists_the_empty_rows():
+    mask = torch_ref.causal_mask(4, 2, align="bottom_right")  # rows 0, 1
+    mask = mask.expand(2, 4, 2)  # (B, Tq, Tk)
+    assert conventions.rows_without_keys(mask) == [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (1, 1),
+    ]
+    with pytest.raises(TypeError, match="mask must be boolean"):
+        conventions.rows_without_keys(mask.float())
+
+
+def test_to_sdpa_mask_gives_sdpa_our_output(gen):
+    q, k, v = (randn(gen, 1, 2, 5, 4) for _ in range(3))
+    mask = torch_ref.causal_mask(5)
+    ours, _ = torch_ref.attention(q, k, v, mask)
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=conventions.to_sdpa_mask(mask)
+    )
+    np.testing.assert_allclose(sdpa.numpy(), ours.numpy(), **TOL64)
+    wrong = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, attn_mask=mask
+    )
+    assert (wrong - ours).abs().max() > 0.1  # the unflipped mask runs
+    mod = conventions.to_mask_mod(mask)
+    qi, kj = torch.arange(5)[:, None], torch.arange(5)[None, :]
+    assert torch.equal(mod(0, 0, qi, kj), ~mask)  # True = keep
+
+
+def test_mask_polarity_of_multihead_attention_is_ours(gen):
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, batch_first=True).double()
+    x = randn(gen, 1, 5, 8)
+    mask = torch_ref.causal_mask(5)
+    _, weights = mha(x, x, x, attn_mask=mask)  # True = blocked
+    assert (weights[0][mask] == 0).all()
+
+
+def test_window_conversions_follow_each_librarys_rule():
+    from transformers.masking_utils import sliding_window_overlay
+
+    pos = torch.arange(9)
+    qi, kj = pos[:, None], pos[None, :]
+    for window in (1, 2, 4):
+        ours = torch_ref.sliding_window_mask(pos, pos, window)
+        hf = sliding_window_overlay(window)(0, 0, qi, kj) & (kj <= qi)
+        assert torch.equal(~hf, ours)  # transformers' own overlay
+        left, right = conventions.window_from_hugging_face(
+            window, "flash_attn"
+        )
+        flash = (kj >= qi - left) & (kj <= qi + right)  # its README
+        assert torch.equal(~flash, ours)
+        assert conventions.window_from_hugging_face(window, "jax") == (
+            left,
+            right,
+        )
+        gym = conventions.window_from_hugging_face(window, "attention_gym")
+        assert torch.equal(~((qi - kj <= gym) & (qi >= kj)), ours)
+        for library in conventions.WINDOWS:
+            value = conventions.window_from_hugging_face(window, library)
+            back = conventions.window_to_hugging_face(value, library)
+            assert back == window
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (
+            lambda: conventions.window_from_hugging_face(0, "jax"),
+            ValueError,
+            "window must be positive",
+        ),
+        (
+            lambda: conventions.window_from_hugging_face(3, "keras"),
+            ValueError,
+            "library must be one of",
+        ),
+        (
+            lambda: conventions.window_to_hugging_face((2, 1), "flash_attn"),
+            ValueError,
+            "right = 0",
+        ),
+        (
+            lambda: conventions.window_to_hugging_face(2, "flash_attn"),
+            TypeError,
+            "a pair (left, right)",
+        ),
+        (
+            lambda: conventions.window_to_hugging_face(-1, "attention_gym"),
+            ValueError,
+            "at least 0",
+        ),
+    ],
+)
+def test_window_conversions_name_a_bad_value(call, error, words):
+    with pytest.raises(error, match=re.escape(words)):
+        call()
+
+
+def test_learned_sink_as_key_equals_sinks(gen):
+    q, k, v = (randn(gen, 2, 3, 4, 5) for _ in range(3))
+    sinks = torch.tensor([0.5, -2.0, -math.inf], dtype=torch.float64)
+    mask = torch_ref.causal_mask(4)
+    want, _ = torch_ref.attention(q, k, v, mask, sinks=sinks, softcap=3.0)
+    k2, v2, bias = conventions.learned_sink_as_key(k, v, sinks)
+    seen = torch.cat([mask, torch.zeros(4, 1, dtype=torch.bool)], dim=-1)
+    got, _ = torch_ref.attention(q, k2, v2, seen, bias=bias, softcap=3.0)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), **TOL64)
+
+
+def test_mask_then_softcap_leaks_weight():
+    scores = torch.tensor([-45.0, -46.0, 0.0, 0.0], dtype=torch.float64)
+    mask = torch.tensor([False, False, True, True])
+    wrong = conventions.mask_then_softcap(scores, mask, 50.0)
+    leak = float(wrong[mask].sum())
+    capped = 50 * torch.tanh(scores[:2] / 50)
+    expected = 2 * math.exp(-50) / (2 * math.exp(-50) + capped.exp().sum())
+    assert leak == pytest.approx(float(expected), rel=1e-12)
+    right, _ = torch_ref.attention(
+        torch.eye(4, dtype=torch.float64)[None],
+        torch.eye(4, dtype=torch.float64)[None],
+        torch.ones(1, 4, 1, dtype=torch.float64),
+        mask.expand(1, 4, 4),
+        softcap=50.0,
+    )
+    assert right.isfinite().all()  # the right order: masked weight 0
+
+
+def test_layout_converters_match_the_libraries(gen):
+    x = randn(gen, 2, 5, 3, 4)  # flash-attn's (B, T, H, d)
+    assert torch.equal(conventions.from_bthd(x)[:, 1, 2], x[:, 2, 1])
+    torch.manual_seed(1)
+    mha = torch.nn.MultiheadAttention(8, 2).double()  # (T, B, E)
+    seq = randn(gen, 5, 3, 8)
+    y_seq, _ = mha(seq, seq, seq)
+    torch.manual_seed(1)
+    batch_first = torch.nn.MultiheadAttention(8, 2, batch_first=True)
+    batch_first = batch_first.double()
+    bf = conventions.from_sequence_first(seq)  # (B, T, E)
+    y_bf, _ = batch_first(bf, bf, bf)
+    np.testing.assert_allclose(
+        conventions.from_sequence_first(y_seq).detach().numpy(),
+        y_bf.detach().numpy(),
+        **TOL64,
+    )
+    with pytest.raises(ValueError, match=re.escape("4-D tensor (B, T, H, d)")):
+        conventions.from_bthd(x[0])
+
+
+def test_kv_head_of_consecutive_is_sdpas_map(gen):
+    q, k, v = (
+        randn(gen, 1, 6, 4, 3),
+        randn(gen, 1, 2, 4, 3),
+        randn(gen, 1, 2, 4, 3),
+    )
+    sdpa = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, enable_gqa=True
+    )
+    heads = conventions.kv_head_of(6, 2, "consecutive")
+    got, _ = torch_ref.attention(q, k[:, heads], v[:, heads])
+    np.testing.assert_allclose(got.numpy(), sdpa.numpy(), **TOL64)
+    strided = conventions.kv_head_of(6, 2, "strided")
+    assert strided.tolist() == [0, 1, 0, 1, 0, 1]
+    assert torch.equal(k.repeat(1, 3, 1, 1), k[:, strided])  # x.repeat
+    with pytest.raises(ValueError, match="layout must be one of"):
+        conventions.kv_head_of(6, 2, "interleaved")
+
+
+def test_default_scale_matches_the_libraries():
+    from transformers import Gemma2Config, T5Config
+    from transformers.models.gemma2.modeling_gemma2 import Gemma2Attention
+    from transformers.models.t5.modeling_t5 import T5Attention
+
+    config = Gemma2Config(
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        query_pre_attn_scalar=12,
+        num_hidden_layers=1,
+    )
+    gemma = Gemma2Attention(config, 0).scaling
+    assert conventions.default_scale(8, "gemma", 12) == pytest.approx(gemma)
+    t5 = T5Attention(T5Config(d_model=8, d_kv=4, num_heads=2)).scaling
+    assert conventions.default_scale(4, "t5") == t5 == 1.0
+    assert conventions.default_scale(64, "sqrt") == 0.125
+    with pytest.raises(ValueError, match="query_pre_attn_scalar must be"):
+        conventions.default_scale(8, "gemma", -1.0)
+
+
+def test_additive_mask_fills_an_empty_row():
+    mask = torch.tensor([[False, True], [True, True]])
+    scores = torch.tensor([[0.3, 2.0], [0.3, 2.0]])
+    for fill, empty_row in (("-inf", "nan"), ("min", "uniform")):
+        added = scores + conventions.additive_mask(mask, torch.float32, fill)
+        weights = added.softmax(dim=-1)
+        assert weights[0].tolist() == [1.0, 0.0]  # a key left: weight 0
+        if empty_row == "nan":
+            assert weights[1].isnan().all()
+        else:
+            assert weights[1].tolist() == [0.5, 0.5]
+    with pytest.raises(ValueError, match=r"does not fit torch\.float16"):
+        conventions.additive_mask(mask, torch.float16, -1e9)

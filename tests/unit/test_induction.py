@@ -358,3 +358,39 @@ def test_repeated_segments_refuses_bad_sizes(args, error, name):
 def test_model_refuses_heads_that_do_not_split_d_model():
     with pytest.raises(ValueError, match="n_head"):
         induction.AttentionOnly(VOCAB, T, d_model=10, n_head=4)
+
+
+# -- refusals of what the tools cannot serve (issue 28) ------------------
+
+
+def test_corrupt_refuses_a_vocabulary_of_one_token(batch):
+    # with one token every "changed" token is the same one
+    with pytest.raises(ValueError, match=r"vocab=1: .* needs vocab >= 2"):
+        induction.corrupt(batch, 1, torch.Generator().manual_seed(3))
+
+
+@pytest.mark.parametrize(
+    ("offset", "error", "words"),
+    [
+        (T, ValueError, rf"offset={T} must lie in 0 \.\. T - 1 = {T - 1}"),
+        (-1, ValueError, r"offset=-1 must lie in 0 \.\. T - 1"),
+        (1.0, TypeError, r"offset must be an int, got 1\.0"),
+    ],
+)
+def test_head_scores_refuses_offsets_with_no_key(batch, offset, error, words):
+    w = torch.full((1, 6, 2, T, T), 1.0 / T, dtype=torch.float64)
+    with pytest.raises(error, match=words):
+        induction.head_scores(w, batch, offset=offset)
+
+
+def test_head_scores_offset_zero_is_the_diagonal(batch):
+    w = torch.zeros(1, 6, 1, T, T, dtype=torch.float64)
+    w[..., torch.arange(T), torch.arange(T)] = 0.25
+    back, _ = induction.head_scores(w, batch, offset=0)
+    assert back.tolist() == [[0.25]]
+
+
+def test_patching_refuses_identical_runs(model, batch):
+    # clean == corrupted: (patched - low) / (high - low) is 0 / 0
+    with pytest.raises(ValueError, match=r"the same mean log-probability"):
+        induction.patching(model, batch, batch)

@@ -58,3 +58,38 @@ def test_kv_cache_single_new_query_same_masked_and_unmasked(values):
     assert not blocked.any()
     torch.testing.assert_close(masked, unmasked, atol=0, rtol=0)
     np.testing.assert_allclose(masked.numpy(), [np.mean(values)], **TOL)
+
+
+EXAMPLES = pytest.mark.parametrize(
+    ("example", "n_new"),
+    [
+        (kv_cache.cached_attention_example, 2),
+        (kv_cache.single_new_query, 1),
+        (kv_cache.single_query_is_causal, 1),
+    ],
+    ids=["cached_attention_example", "single_new_query", "single_query"],
+)
+
+
+@EXAMPLES
+def test_kv_cache_examples_refuse_too_few_values(example, n_new):
+    # no value: the mean of nothing is no answer (it was 0 for one)
+    for values in [(), (1.0,)][:n_new]:
+        with pytest.raises(ValueError, match=r"give at least \d values"):
+            example(values)
+
+
+@EXAMPLES
+@pytest.mark.parametrize(
+    ("values", "error", "words"),
+    [
+        ((1.0, float("nan"), 2.0), ValueError, r"values .* holds nan"),
+        (("a", "b", "c"), TypeError, r"values must be a sequence of real"),
+        (((1.0, 2.0), (3.0, 4.0)), TypeError, r"one per key"),
+    ],
+)
+def test_kv_cache_examples_refuse_values_that_are_not_numbers(
+    example, n_new, values, error, words
+):
+    with pytest.raises(error, match=words):
+        example(values)

@@ -169,3 +169,13 @@ def test_cached_forward_bad_input_shape_raises():
     module = random_module(N_HEAD, False)
     with pytest.raises(ValueError, match=r"\(B, T, d_model=16\)"):
         kv_cache.cached_forward(module, torch.zeros(T, D_MODEL), [T])
+
+
+@pytest.mark.parametrize("config", ["mha", "gqa-rope"])
+def test_cached_forward_empty_batch_is_empty(config):
+    # B = 0: an empty output, as nn.MultiheadAttention gives
+    module = random_module(*MODULES[config])
+    x = torch.zeros(0, T, D_MODEL, dtype=torch.float64)
+    y = kv_cache.cached_forward(module, x, [2, 1, T - 3])
+    assert y.shape == (0, T, D_MODEL)
+    assert y.shape == full_forward(module, x).shape

@@ -191,3 +191,58 @@ def test_mha_rope_refuses_cross_attention():
         module(x, context=context)
     with pytest.raises(ValueError, match="self-attention only"):
         twin(x.numpy(), context=context.numpy())
+
+
+# positions and inputs at the edges (issue 28)
+
+
+def in_framework(ref, x):
+    return x if ref is numpy_ref else torch.from_numpy(x)
+
+
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
+def test_apply_rope_takes_fractional_positions(ref, rng):
+    # position interpolation: positions scaled down between the integers
+    x = rng.standard_normal((4, 8))
+    positions = np.array([0.0, 0.25, 1.5, 2.75])
+    got = ref.apply_rope(in_framework(ref, x), in_framework(ref, positions))
+    np.testing.assert_allclose(
+        np.asarray(got), rotate_pairs_by_hand(x, positions), **TOL64
+    )
+
+
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_apply_rope_rejects_non_finite_positions(ref, bad):
+    x = in_framework(ref, np.zeros((2, 4)))
+    with pytest.raises(ValueError, match=rf"positions .* holds {bad} at"):
+        ref.apply_rope(x, in_framework(ref, np.array([0.0, bad])))
+
+
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+def test_apply_rope_takes_unsigned_and_iterator_positions(ref, dtype, rng):
+    x = rng.standard_normal((3, 4))
+    expected = rotate_pairs_by_hand(x, [2, 0, 5])
+    unsigned = in_framework(ref, np.array([2, 0, 5], dtype=dtype))
+    for positions in (unsigned, iter([2, 0, 5])):
+        got = ref.apply_rope(in_framework(ref, x), positions)
+        np.testing.assert_allclose(np.asarray(got), expected, **TOL64)
+
+
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.int64])
+def test_apply_rope_int_and_bool_inputs_compute_in_float(ref, dtype):
+    # -x2 of int8 -128 wraps, and NumPy has no negative of a bool
+    x = np.array([[1, -128], [0, 1]]).astype(dtype)  # (T, d_head) = (2, 2)
+    got = ref.apply_rope(in_framework(ref, x), [0, 1])
+    expected = rotate_pairs_by_hand(x.astype(np.float64), [0, 1])
+    assert np.asarray(got).dtype.kind == "f"
+    np.testing.assert_allclose(np.asarray(got), expected, atol=1e-4, rtol=0)
+
+
+def test_apply_rope_refuses_the_other_frameworks_array():
+    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor, got nd"):
+        torch_ref.apply_rope(np.zeros((2, 4)), [0, 1])
+    with pytest.raises(TypeError, match=r"x is a torch\.Tensor .* NumPy"):
+        numpy_ref.apply_rope(torch.zeros(2, 4), [0, 1])

@@ -289,6 +289,71 @@ def test_tiled_rejects_non_finite_inputs(attend):
         attend(q, k, v)
 
 
+def position_oracle(tq, tk, q_pos, k_pos):
+    """float64 numpy_ref.attention under the mask from these positions."""
+    q, k, v = qkv(tq, tk)
+    mask = numpy_ref.causal_mask_for_positions(
+        np.asarray(q_pos, np.float64), np.asarray(k_pos, np.float64)
+    )
+    return numpy_ref.attention(q, k, v, mask)[0]
+
+
+def test_tiled_default_query_positions_are_the_last_of_key_positions(
+    attend,
+):
+    # the docstring's promise: the queries are the last Tq of the Tk
+    # key positions, also when those do not start at 0
+    key_positions = np.arange(10, 16)  # Tk = 6
+    got = attend(*qkv(4, 6), causal=True, key_positions=key_positions)
+    oracle = position_oracle(4, 6, key_positions[2:], key_positions)
+    np.testing.assert_allclose(np.asarray(got), oracle, atol=atol("float64"))
+
+
+def test_tiled_default_query_positions_refuse_more_queries_than_keys(
+    attend,
+):
+    with pytest.raises(ValueError, match=r"last Tq = 6 .* pass query_pos"):
+        attend(*qkv(6, 4), causal=True, key_positions=np.arange(4))
+
+
+@pytest.mark.parametrize("which", ["query_positions", "key_positions"])
+def test_tiled_rejects_nan_positions(attend, which):
+    positions = {
+        "query_positions": np.arange(2.0, 6.0),
+        "key_positions": np.arange(6.0),
+    }
+    positions[which][1] = np.nan
+    with pytest.raises(ValueError, match=rf"{which} .* holds nan at"):
+        attend(*qkv(4, 6), causal=True, block_k=2, **positions)
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+def test_tiled_accepts_unsigned_positions(attend, dtype):
+    got = attend(
+        *qkv(4, 6),
+        causal=True,
+        query_positions=np.arange(2, 6, dtype=dtype),
+        key_positions=np.arange(6, dtype=dtype),
+        block_q=3,
+        block_k=2,
+    )
+    oracle = position_oracle(4, 6, np.arange(2, 6), np.arange(6))
+    np.testing.assert_allclose(np.asarray(got), oracle, atol=atol("float64"))
+
+
+def test_tiled_reads_iterator_positions_once(attend):
+    got = attend(
+        *qkv(4, 6),
+        causal=True,
+        query_positions=iter([5, 2, 4, 3]),
+        key_positions=(j for j in range(6)),
+        block_q=3,
+        block_k=2,
+    )
+    oracle = position_oracle(4, 6, [5, 2, 4, 3], np.arange(6))
+    np.testing.assert_allclose(np.asarray(got), oracle, atol=atol("float64"))
+
+
 # Memory: ratios of peak bytes between T and 2T.
 
 MEM_LEAD, MEM_D, MEM_BLOCK = (1, 2), 16, 32
@@ -316,6 +381,32 @@ def test_peak_bytes_sees_an_allocation(measure, to_torch):
 
     assert 2**21 <= measure(allocate) < 2**21 + 2**16
     assert measure(lambda: None) < 2**16
+
+
+def test_peak_bytes_numpy_leaves_the_callers_gc_and_tracemalloc_alone():
+    # a caller with its own tracemalloc session, the collector off and
+    # objects frozen gets all three back as they were
+    import gc
+    import tracemalloc
+
+    tracemalloc.start()
+    gc.disable()
+    gc.freeze()
+    frozen = gc.get_freeze_count()
+    try:
+        peak = peak_bytes_numpy(np.ones, (256, 256))  # 512 KiB of float64
+        assert tracemalloc.is_tracing()
+        assert not gc.isenabled()
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+        gc.enable()
+        tracemalloc.stop()
+    assert 2**19 <= peak < 2**19 + 2**16  # counted above what it held
+    peak_bytes_numpy(np.ones, 8)  # and with no session of the caller's
+    assert not tracemalloc.is_tracing()
+    assert gc.isenabled()
+    assert gc.get_freeze_count() == 0
 
 
 @pytest.mark.slow

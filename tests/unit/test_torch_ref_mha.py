@@ -242,3 +242,85 @@ def test_sdpa_forward_is_not_affected_by_train_mode(make_module, make_tensor):
     torch.testing.assert_close(
         module(x)[0], y_train, atol=atol(x.dtype), rtol=0
     )
+
+
+# empty batches, bfloat16 twins, the first name of to_numpy (issue 28)
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa", "library", "numpy"])
+@pytest.mark.parametrize("cross", [False, True])
+def test_mha_empty_batch_gives_nn_multihead_attention_shapes(
+    make_module, path, cross
+):
+    module = make_module(D_MODEL, N_HEAD)
+    x = torch.zeros(0, TQ, D_MODEL, dtype=torch.float64)  # B = 0
+    context = torch.zeros(0, TK, D_MODEL, dtype=torch.float64) if cross else x
+    library = torch_ref.library_version(module)
+    expected, _ = library(x, context, context)  # (0, Tq, d_model)
+    if path == "numpy":
+        y, weights = twins.to_numpy(module)(
+            x.numpy(), context=context.numpy() if cross else None
+        )
+        assert weights.shape == (0, N_HEAD, TQ, context.shape[1])
+    else:
+        y = paths(module)[path](x, None, context if cross else None)
+    assert tuple(y.shape) == tuple(expected.shape) == (0, TQ, D_MODEL)
+
+
+def test_to_numpy_converts_a_bfloat16_module_to_float32(make_module):
+    module = make_module(D_MODEL, N_HEAD, dtype=torch.bfloat16)
+    twin = twins.to_numpy(module)
+    for ours, w, b in zip(
+        LINEARS,
+        ("Wq", "Wk", "Wv", "Wo"),
+        ("bq", "bk", "bv", "bo"),
+        strict=True,
+    ):
+        linear = getattr(module, ours)
+        assert getattr(twin, w).dtype == np.float32
+        # exact: every bfloat16 is a float32
+        np.testing.assert_array_equal(
+            getattr(twin, w), linear.weight.detach().float().numpy().T
+        )
+        np.testing.assert_array_equal(
+            getattr(twin, b), linear.bias.detach().float().numpy()
+        )
+    x = torch.randn(B, TQ, D_MODEL, dtype=torch.float64)
+    oracle, _ = module.double()(x)  # the same weights, in float64
+    y, _ = twin(x.numpy())
+    np.testing.assert_allclose(y, oracle.detach().numpy(), atol=1e-5)
+
+
+def test_torch_ref_to_numpy_is_twins_to_numpy(make_module):
+    module = make_module(D_MODEL, N_HEAD, bias=True)
+    twin = torch_ref.to_numpy(module)
+    assert isinstance(twin, numpy_ref.MultiHeadAttention)
+    x = torch.randn(B, TQ, D_MODEL, dtype=torch.float64)
+    np.testing.assert_allclose(
+        twin(x.numpy())[0],
+        twins.to_numpy(module)(x.numpy())[0],
+        atol=0,
+        rtol=0,
+    )
+    with pytest.raises(
+        TypeError,
+        match=r"torch_ref\.MultiHeadAttention.*"
+        r"got Linear",
+    ):
+        torch_ref.to_numpy(nn.Linear(2, 2))
+
+
+def test_torch_ref_does_not_import_numpy_ref():
+    # the trained-heads page runs torch code only: its notebook must not
+    # carry numpy_ref, which an import (even inside a function) would do
+    import ast
+    import inspect
+
+    tree = ast.parse(inspect.getsource(torch_ref))
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom | ast.Import)
+        for alias in node.names
+    }
+    assert not imported & {"numpy_ref", "twins"}

@@ -69,11 +69,11 @@
     );
 
     function render() {
-      var pad = Math.round(w.readNumber(padding));
+      var pad = w.readWhole(padding, 0, t - 1);
       results.textContent = "";
-      if (!(pad >= 0 && pad <= t - 1)) {
-        status.textContent = "Key padding must be a whole number from 0 " +
-          "to " + (t - 1) + ": every query needs one key it may read.";
+      if (pad === null) {
+        status.textContent = w.wholeRule("Key padding", 0, t - 1) +
+          ": every query needs one key it may read.";
         return;
       }
       var mask = window.mhaRef.causalMask(t).map(function (row) {

@@ -85,18 +85,18 @@
     }
 
     function render() {
-      var c = w.readNumber(cache);
-      var f = w.readNumber(fresh);
-      fresh.max = n - (c >= 0 && c < n ? c : 0);
+      var c = w.readWhole(cache, 0, n - 1);
+      fresh.max = n - (c === null ? 0 : c);
       results.textContent = "";
-      if (!(Number.isInteger(c) && c >= 0 && c < n)) {
-        status.textContent = "Cached positions must be a whole number " +
-          "from 0 to " + (n - 1) + ".";
+      if (c === null) {
+        status.textContent = w.wholeRule("Cached positions", 0, n - 1) +
+          ".";
         return;
       }
-      if (!(Number.isInteger(f) && f >= 1 && c + f <= n)) {
-        status.textContent = "New queries must be a whole number from 1 " +
-          "to " + (n - c) + ": there are " + n + " values.";
+      var f = w.readWhole(fresh, 1, n - c);
+      if (f === null) {
+        status.textContent = w.wholeRule("New queries", 1, n - c) +
+          ": there are " + n + " values and " + c + " are cached.";
         return;
       }
       var which = selected();

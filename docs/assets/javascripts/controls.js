@@ -1,19 +1,52 @@
 // Build the interactive controls of the page that is shown.
 //
 // A page holds <div class="mha-control" data-control="NAME" data-...>
-// with its generated example in data- attributes; control-NAME.js has
-// registered a builder for it in window.mhaControls. Material's document$
+// with its generated example in data- attributes. The code of a control
+// loads only on a page that has one (a page without a control fetches
+// none of it): first the shared parts, attention.js (the math) and
+// widgets.js (the DOM helpers and the registry window.mhaControls),
+// then control-NAME.js, which registers the builder of NAME; all from
+// this script's own folder, each once per visit. Material's document$
 // emits on the first load and after every instant navigation, so the
-// controls of each new page are built. Loaded after the control-*.js.
+// controls of each new page are built.
 (function () {
   "use strict";
 
-  function build(root) {
-    if (root.hasAttribute("data-ready")) {
-      return;
+  var here = document.currentScript.src;
+  var SHARED = ["attention.js", "widgets.js"];
+  var NAME = /^[a-z][a-z0-9-]*$/;
+
+  var loaded = {};
+  function load(file) {
+    if (!loaded[file]) {
+      loaded[file] = new Promise(function (resolve, reject) {
+        var script = document.createElement("script");
+        script.src = new URL(file, here).href;
+        script.onload = resolve;
+        script.onerror = function () {
+          reject(new Error("cannot load " + file));
+        };
+        document.head.appendChild(script);
+      });
     }
+    return loaded[file];
+  }
+
+  // attention.js, then widgets.js, then the control's own file
+  function code(name) {
+    return SHARED.concat(["control-" + name + ".js"]).reduce(
+      function (ready, file) {
+        return ready.then(function () {
+          return load(file);
+        });
+      },
+      Promise.resolve()
+    );
+  }
+
+  function build(root) {
     var name = root.getAttribute("data-control");
-    var builder = window.mhaControls[name];
+    var builder = (window.mhaControls || {})[name];
     root.textContent = "";
     if (!builder) {
       root.textContent = "Unknown control: " + name;
@@ -28,7 +61,26 @@
     }
   }
 
+  function start(root) {
+    if (root.hasAttribute("data-ready") || root.hasAttribute("data-loading")) {
+      return;
+    }
+    var name = root.getAttribute("data-control");
+    if (!NAME.test(name)) {
+      root.textContent = "Unknown control: " + name;
+      return;
+    }
+    root.setAttribute("data-loading", "");
+    code(name).then(function () {
+      root.removeAttribute("data-loading");
+      build(root);
+    }, function (error) {
+      root.removeAttribute("data-loading");
+      root.textContent = "This control could not start: " + error.message;
+    });
+  }
+
   document$.subscribe(function (doc) {
-    doc.body.querySelectorAll(".mha-control[data-control]").forEach(build);
+    doc.body.querySelectorAll(".mha-control[data-control]").forEach(start);
   });
 })();

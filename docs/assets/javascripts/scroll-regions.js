@@ -10,6 +10,13 @@
 //   aria-label="Table, scrolls sideways"   what it holds
 // and loses them when the window grows wide enough to show it whole.
 // Material's own code blocks (pre > code, tabindex="0") are left alone.
+//
+// Every such box also says that it holds more than it shows: while
+// content is hidden past an edge it carries data-mha-more="left",
+// "right" or "left right", updated as it scrolls, and extra.css fades
+// that edge out (a table's last visible column, half a figure): a value
+// cut at the edge never passes for a whole one. The browser tests check
+// that every box hiding content shows this cue.
 // Runs on Material's document$ (first load and every instant navigation),
 // after each resize and when the content changes (a control's tables);
 // the browser tests run axe-core on every page.
@@ -32,6 +39,27 @@
       return box.querySelector(k[0]) !== null;
     })[0];
     return found ? found[1] : "Content";
+  }
+
+  var MORE = "data-mha-more";
+
+  // Which edges hide content: "", "left", "right" or "left right".
+  function hidden(box) {
+    var left = box.scrollLeft > 1;
+    var right = box.scrollLeft + box.clientWidth < box.scrollWidth - 1;
+    return (left ? "left" : "") + (left && right ? " " : "") +
+      (right ? "right" : "");
+  }
+
+  function cue(box) {
+    var edges = scrolls(box) ? hidden(box) : "";
+    if (edges) {
+      if (box.getAttribute(MORE) !== edges) {
+        box.setAttribute(MORE, edges);
+      }
+    } else if (box.hasAttribute(MORE)) {
+      box.removeAttribute(MORE);
+    }
   }
 
   function scrolls(box) {
@@ -80,12 +108,26 @@
         unmark(box);
       }
     });
+    content.querySelectorAll("[" + MORE + "]").forEach(cue);
     content.querySelectorAll("*").forEach(function (box) {
-      if (!box.hasAttribute(MARK) && scrolls(box) && !reachable(box)) {
+      if (!scrolls(box)) {
+        return;
+      }
+      cue(box);
+      if (!box.hasAttribute(MARK) && !reachable(box)) {
         mark(box);
       }
     });
   }
+
+  // a box scrolled by the reader: its cue follows (scroll events do not
+  // bubble, but the document sees them while capturing)
+  document.addEventListener("scroll", function (event) {
+    var box = event.target;
+    if (box instanceof Element && box.closest(".md-content")) {
+      cue(box);
+    }
+  }, true);
 
   var pending = null;
   function later() {

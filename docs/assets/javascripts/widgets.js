@@ -141,6 +141,23 @@
     return input.value.trim() === "" ? NaN : Number(input.value);
   }
 
+  // The whole number in `input` when it lies in [lo, hi], else null
+  // (1.5, 1e400, an empty box, text). Number inputs accept 1.5 unless
+  // told otherwise, so a control that says "whole number" checks here.
+  function readWhole(input, lo, hi) {
+    var x = readNumber(input);
+    return Number.isInteger(x) && x >= lo && x <= hi ? x : null;
+  }
+
+  // What a whole number in [lo, hi] must be, said as a reader reads
+  // it: "must be 1" when there is one choice, never "from 1 to 1".
+  function wholeRule(what, lo, hi) {
+    if (lo === hi) {
+      return what + " must be " + lo;
+    }
+    return what + " must be a whole number from " + lo + " to " + hi;
+  }
+
   // <label>text <input ...></label>
   function labelled(text, input) {
     return el("label", { class: "mha-field" }, [
@@ -178,6 +195,8 @@
     numberTable: numberTable,
     matrixInput: matrixInput,
     readNumber: readNumber,
+    readWhole: readWhole,
+    wholeRule: wholeRule,
     labelled: labelled,
     data: data,
     status: status,

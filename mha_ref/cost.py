@@ -1,0 +1,334 @@
+"""What one multi-head attention layer costs: FLOPs, bytes, intensity.
+
+Pure arithmetic on sizes: no tensor is made. FLOPs are counted as
+torch.utils.flop_counter.FlopCounterMode counts them (torch 2.13): the
+matmuls only (mm, addmm, bmm), 2 per multiply-add, a bias add free, and
+the backward of a matmul C = A B as two matmuls of the same size, dA =
+dC B^T and dB = A^T dC. The layer is torch_ref.MultiHeadAttention:
+Wq, Wk, Wv, Wo, each key/value head copied to its query heads before
+the scores (so the scores run over all H heads), and for a cached step
+(kv_cache.cached_step) only the new rows projected.
+"""
+
+import math
+from numbers import Integral, Real
+
+LSE_BYTES = 4  # a log-sum-exp per row: float32, float64 kept as it is
+
+
+class NotAnIntegerError(ValueError, TypeError):
+    """A size that is not an int: a ValueError, and a TypeError too."""
+
+
+def _size(value, name):
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise NotAnIntegerError(
+            f"{name} must be a positive int, got {value!r}"
+        )
+    if value <= 0:
+        raise ValueError(f"{name} must be positive, got {value}")
+    return int(value)
+
+
+def _flag(value, name):
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {value!r}")
+
+
+def _bytes_per_value(value):
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise TypeError(f"bytes_per_value must be a number, got {value!r}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"bytes_per_value must be positive, got {value}")
+
+
+def check_sizes(d_model, n_head, n_kv_head=None, d_head=None, **sizes):
+    """Checked (n_kv_head, d_head) of a layer; every size a positive int.
+
+    ``sizes``: the other sizes by name (batch, tq, tk, ...). d_head
+    defaults to d_model / n_head, which must then be whole; n_kv_head
+    (default n_head) must divide n_head.
+    """
+    for name, value in {"d_model": d_model, "n_head": n_head, **sizes}.items():
+        _size(value, name)
+    if d_head is None:
+        if d_model % n_head:
+            raise ValueError(
+                f"d_model={d_model} is not divisible by n_head={n_head}: "
+                f"give d_head, or a head count that divides d_model"
+            )
+        d_head = d_model // n_head
+    n_kv_head = n_head if n_kv_head is None else n_kv_head
+    _size(d_head, "d_head")
+    _size(n_kv_head, "n_kv_head")
+    if n_head % n_kv_head:
+        raise ValueError(
+            f"n_kv_head={n_kv_head} does not divide n_head={n_head}: "
+            f"each key/value head serves n_head / n_kv_head query heads"
+        )
+    return int(n_kv_head), int(d_head)
+
+
+def _queries_at_the_end(tq, tk, why):
+    if tq > tk:
+        raise ValueError(
+            f"tq={tq} new queries cannot exceed tk={tk} keys ({why})"
+        )
+
+
+def _with_total(parts, factor=1):
+    parts = {name: factor * flops for name, flops in parts.items()}
+    return {**parts, "total": sum(parts.values())}
+
+
+# --8<-- [start:attention-flops]
+def attention_flops(
+    batch,
+    tq,
+    tk,
+    d_model,
+    n_head,
+    n_kv_head=None,
+    d_head=None,
+    backward=False,
+    cached=False,
+):
+    """Matmul FLOPs of one layer by part, as FlopCounterMode counts.
+
+    tq queries against tk keys: self-attention (tq == tk), or
+    cross-attention (K and V projected from tk context rows); cached:
+    only the tq new rows are projected, the other tk - tq keys and
+    values come from the cache. backward: forward plus backward, with
+    the input (and context) requiring grad.
+
+    >>> flops = attention_flops(1, 1024, 1024, 768, 12)
+    >>> flops["q"], flops["scores"], flops["total"]
+    (1207959552, 1610612736, 8053063680)
+    """
+    n_kv_head, d_head = check_sizes(
+        d_model, n_head, n_kv_head, d_head, batch=batch, tq=tq, tk=tk
+    )
+    _flag(backward, "backward")
+    _flag(cached, "cached")
+    if cached:
+        _queries_at_the_end(tq, tk, "a cached step adds tq to the cache")
+    rows_kv = tq if cached else tk  # the rows that K and V project
+    d_q, d_kv = n_head * d_head, n_kv_head * d_head
+    parts = {
+        # Q = X Wq: (B Tq, d_model) @ (d_model, H dh), 2 per multiply-add
+        "q": 2 * batch * tq * d_model * d_q,
+        "k": 2 * batch * rows_kv * d_model * d_kv,  # K = X Wk
+        "v": 2 * batch * rows_kv * d_model * d_kv,  # V = X Wv
+        # S = Q K^T per query head: (Tq, dh) @ (dh, Tk)
+        "scores": 2 * batch * n_head * tq * tk * d_head,
+        # A V per query head: (Tq, Tk) @ (Tk, dh)
+        "weighted_sum": 2 * batch * n_head * tq * tk * d_head,
+        "out": 2 * batch * tq * d_q * d_model,  # Concat(heads) Wo
+    }
+    # each matmul's backward is two of its size: dA = dC B^T, dB = A^T dC
+    return _with_total(parts, 3 if backward else 1)
+    # --8<-- [end:attention-flops]
+
+
+# --8<-- [start:useful-flops]
+def useful_flops(batch, tq, tk, d_model, n_head, n_kv_head=None, d_head=None):
+    """attention_flops' parts for only the pairs a causal mask allows.
+
+    The tq queries are the last tq of the tk positions (a prefill when
+    tq == tk, a cached step otherwise): query i sees tk - tq + i + 1
+    keys. Projections as for a cached step: only the tq new rows.
+
+    >>> useful_flops(1, 4, 4, 8, 2)["scores"]  # 10 of 16 pairs
+    160
+    """
+    n_kv_head, d_head = check_sizes(
+        d_model, n_head, n_kv_head, d_head, batch=batch, tq=tq, tk=tk
+    )
+    _queries_at_the_end(tq, tk, "the queries are the last tq positions")
+    parts = attention_flops(
+        batch, tq, tk, d_model, n_head, n_kv_head, d_head, cached=True
+    )
+    # allowed pairs: every earlier key, then a triangle over the new ones
+    pairs = tq * (tk - tq) + tq * (tq + 1) // 2
+    attend = 2 * batch * n_head * pairs * d_head  # per pair: dh mult-adds
+    parts.update(scores=attend, weighted_sum=attend)
+    del parts["total"]
+    return _with_total(parts)
+    # --8<-- [end:useful-flops]
+
+
+# --8<-- [start:causal-tiles]
+def causal_tiles(tq, tk, block_q=64, block_k=64):
+    """(tiles, skipped, pairs computed) of the tiled causal loop.
+
+    tiled.tiled_attention_* skips a tile whose first key lies after its
+    last query (queries at the end of the keys) and computes the others
+    whole, the blocked pairs on the diagonal included.
+
+    >>> causal_tiles(10, 10, 5, 5)  # 4 tiles, the upper right skipped
+    (4, 1, 75)
+    """
+    for name, value in (("tq", tq), ("tk", tk)):
+        _size(value, name)
+    for name, value in (("block_q", block_q), ("block_k", block_k)):
+        _size(value, name)
+    _queries_at_the_end(tq, tk, "the queries are the last tq positions")
+    key_blocks = -(-tk // block_k)  # ceil(tk / block_k)
+    skipped = pairs = 0
+    for i in range(0, tq, block_q):
+        rows = min(block_q, tq - i)
+        last_query = tk - tq + i + rows - 1  # its position among the keys
+        blocks = last_query // block_k + 1  # key blocks starting <= it
+        skipped += key_blocks - blocks
+        pairs += rows * min(tk, blocks * block_k)
+    return -(-tq // block_q) * key_blocks, skipped, pairs
+    # --8<-- [end:causal-tiles]
+
+
+# --8<-- [start:tiled-flops]
+def tiled_flops(
+    batch,
+    tq,
+    tk,
+    d_model,
+    n_head,
+    n_kv_head=None,
+    d_head=None,
+    block_q=64,
+    block_k=64,
+    backward=False,
+):
+    """useful_flops' parts for the tiled causal pass, whole tiles paid.
+
+    backward: forward plus tiled.tiled_attention_backward_*, which per
+    tile recomputes S (scores), then dV and dP (weighted sum), dQ and
+    dK (scores): 5 matmuls where the forward has 2.
+
+    >>> tiled_flops(1, 10, 10, 2, 1, block_q=5, block_k=5)["scores"]
+    300
+    """
+    n_kv_head, d_head = check_sizes(
+        d_model, n_head, n_kv_head, d_head, batch=batch, tq=tq, tk=tk
+    )
+    _flag(backward, "backward")
+    _, _, pairs = causal_tiles(tq, tk, block_q, block_k)
+    parts = useful_flops(batch, tq, tk, d_model, n_head, n_kv_head, d_head)
+    del parts["total"]
+    unit = 2 * batch * n_head * pairs * d_head  # one matmul over the tiles
+    for name in ("q", "k", "v", "out"):
+        parts[name] *= 3 if backward else 1
+    parts["scores"] = (1 + 3 * backward) * unit  # S; then S, dQ, dK
+    parts["weighted_sum"] = (1 + 2 * backward) * unit  # P V; dP, dV
+    return _with_total(parts)
+    # --8<-- [end:tiled-flops]
+
+
+# --8<-- [start:kv-cache-bytes]
+def kv_cache_bytes(n_layer, n_kv_head, d_head, tokens, bytes_per_value):
+    """Bytes of the keys and values one sequence of ``tokens`` caches.
+
+    >>> kv_cache_bytes(32, 8, 128, 1, 2)  # Llama 3 8B, bf16, per token
+    131072
+    """
+    for name, value in (
+        ("n_layer", n_layer),
+        ("n_kv_head", n_kv_head),
+        ("d_head", d_head),
+        ("tokens", tokens),
+    ):
+        _size(value, name)
+    _bytes_per_value(bytes_per_value)
+    # K and V: one d_head vector per key/value head, layer and token
+    return 2 * n_layer * n_kv_head * d_head * tokens * bytes_per_value
+    # --8<-- [end:kv-cache-bytes]
+
+
+# --8<-- [start:saved-activation-bytes]
+def saved_activation_bytes(
+    batch, t, d_model, n_head, bytes_per_value, weights=True
+):
+    """Bytes a self-attention layer's backward keeps from its forward.
+
+    X, Q, K, V and the concatenated heads (the input of Wo), B T d_model
+    values each; with weights, the softmax output A (B H T T). Without
+    them, as a tiled backward keeps it: one log-sum-exp per row and
+    head instead (float32, or float64 for float64 values), from which
+    each tile of A is recomputed.
+
+    >>> saved_activation_bytes(1, 1024, 768, 12, 2)  # bf16
+    33030144
+    >>> saved_activation_bytes(1, 1024, 768, 12, 2, weights=False)
+    7913472
+    """
+    for name, value in (("batch", batch), ("t", t)):
+        _size(value, name)
+    check_sizes(d_model, n_head)
+    _bytes_per_value(bytes_per_value)
+    _flag(weights, "weights")
+    kept = 5 * batch * t * d_model * bytes_per_value  # X, Q, K, V, heads
+    if weights:
+        return kept + batch * n_head * t * t * bytes_per_value  # A
+    lse_bytes = max(bytes_per_value, LSE_BYTES)  # at least float32
+    return kept + batch * n_head * t * lse_bytes  # L, one per row
+    # --8<-- [end:saved-activation-bytes]
+
+
+# --8<-- [start:bytes-moved]
+def bytes_moved(
+    batch,
+    tq,
+    tk,
+    d_model,
+    n_head,
+    n_kv_head=None,
+    bytes_per_value=2,
+    cached=False,
+):
+    """The fewest bytes the layer reads and writes in memory.
+
+    Its weights once, its input (and context, for cross-attention) and
+    output, and the keys and values it reads, cached or projected.
+    """
+    n_kv_head, d_head = check_sizes(
+        d_model, n_head, n_kv_head, batch=batch, tq=tq, tk=tk
+    )
+    _bytes_per_value(bytes_per_value)
+    _flag(cached, "cached")
+    if cached:
+        _queries_at_the_end(tq, tk, "a cached step adds tq to the cache")
+    d_q, d_kv = n_head * d_head, n_kv_head * d_head
+    weights = 2 * d_model * d_q + 2 * d_model * d_kv  # Wq, Wo; Wk, Wv
+    context = 0 if cached or tq == tk else batch * tk * d_model
+    x_and_y = 2 * batch * tq * d_model  # the input read, output written
+    keys_values = 2 * batch * tk * d_kv  # K and V, read once
+    return (weights + context + x_and_y + keys_values) * bytes_per_value
+    # --8<-- [end:bytes-moved]
+
+
+# --8<-- [start:arithmetic-intensity]
+def arithmetic_intensity(
+    batch,
+    tq,
+    tk,
+    d_model,
+    n_head,
+    n_kv_head=None,
+    bytes_per_value=2,
+    cached=False,
+):
+    """FLOPs per byte moved: the layer's position on a roofline.
+
+    A prefill of T tokens is (batch, T, T); one decoding step against a
+    cache is (batch, 1, T, cached=True).
+
+    >>> round(arithmetic_intensity(1, 1, 4096, 4096, 32, cached=True), 2)
+    1.0
+    """
+    flops = attention_flops(
+        batch, tq, tk, d_model, n_head, n_kv_head, cached=cached
+    )["total"]
+    moved = bytes_moved(
+        batch, tq, tk, d_model, n_head, n_kv_head, bytes_per_value, cached
+    )
+    return flops / moved
+    # --8<-- [end:arithmetic-intensity]

@@ -1,0 +1,536 @@
+"""mha_ref.cost against PyTorch's own counter and measured bytes.
+
+FLOPs: torch_ref.MultiHeadAttention (and kv_cache.cached_step, and the
+tiled passes) run under torch.utils.flop_counter.FlopCounterMode, and
+every counted matmul is charged to the part of the layer that issued
+it, so the counts are compared exactly, part by part and in total.
+FlopCounterMode's own per-module table cannot do this: the scores and
+the weighted sum are two matmuls of one function, and in torch 2.13
+its ModuleTracker charges a backward matmul to the wrong Linear.
+
+Bytes: the cache's own tensors, and the tensors autograd keeps for the
+backward (saved_tensors_hooks, each storage once, while it is alive).
+"""
+
+import random
+import weakref
+from collections import defaultdict
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
+from torch.utils.flop_counter import FlopCounterMode, flop_registry
+
+from mha_ref import cost, kv_cache, tiled, torch_ref
+
+PARTS = ("q", "k", "v", "scores", "weighted_sum", "out")
+MATMULS = (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm)
+
+
+def _next_sequence_nr():
+    """The sequence number autograd gives the next node it creates."""
+    probe = torch.zeros((), requires_grad=True)
+    return (probe * 1).grad_fn._sequence_nr() + 1
+
+
+class _Charge(TorchFunctionMode):
+    """Names the part each call issues: a Linear by its weight, and the
+    matmuls outside them alternately scores, weighted sum (the order of
+    torch_ref.attention and of each tile of the tiled forward). Keeps
+    the sequence numbers of the autograd nodes each call creates, so a
+    backward matmul is charged to the call whose node runs it."""
+
+    def __init__(self, weights):
+        super().__init__()
+        self.weights, self.spans = weights, []
+        self.part, self.attention_matmuls = None, 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is F.linear:
+            part = self.weights[id(args[1])]
+        elif func in (torch.matmul, torch.Tensor.matmul):  # and a @ b
+            part = ("scores", "weighted_sum")[self.attention_matmuls % 2]
+            self.attention_matmuls += 1
+        else:
+            return func(*args, **kwargs)
+        first, self.part = _next_sequence_nr(), part
+        try:
+            return func(*args, **kwargs)
+        finally:
+            self.part = None
+            self.spans.append((first, _next_sequence_nr(), part))
+
+    def backward_part(self, node):
+        seq = node._sequence_nr()
+        for first, last, part in self.spans:
+            if first <= seq < last:
+                return part
+        return "unlabelled"
+
+
+def counted(run, module=None):
+    """(FlopCounterMode's total, its FLOPs by part) of run()."""
+    weights = {}
+    if module is not None:
+        for name in ("q", "k", "v", "o"):
+            linear = getattr(module, f"w{name}")
+            weights[id(linear.weight)] = "out" if name == "o" else name
+    charge, parts = _Charge(weights), defaultdict(int)
+
+    def charged(op):
+        def count(*args, out_val=None, **kwargs):
+            flops = flop_registry[op](*args, out_val=out_val, **kwargs)
+            node = torch._C._current_autograd_node()
+            part = charge.part if node is None else charge.backward_part(node)
+            parts[part or "unlabelled"] += flops
+            return flops
+
+        count._get_raw = True  # FlopCounterMode passes the tensors
+        return count
+
+    mapping = {op: charged(op) for op in MATMULS}
+    counter = FlopCounterMode(display=False, custom_mapping=mapping)
+    with counter, charge:
+        run()
+    return counter.get_total_flops(), dict(parts)
+
+
+def assert_counts_equal(expected, total, parts):
+    assert expected["total"] == total
+    got = {part: parts.get(part, 0) for part in PARTS}
+    assert got == {part: expected[part] for part in PARTS}
+    assert set(parts) <= set(PARTS)  # nothing counted outside the parts
+
+
+def test_counted_catches_a_part_that_drifts():
+    # a layer that computes its attention twice: the scores and the
+    # weighted sum both double, and the formula's counts fail
+    module = _module(8, 2, 1, bias=False)
+    x = torch.randn(1, 5, 8)
+
+    def drifted():
+        q, k, v = module.project(x)
+        torch_ref.attention(q, k, v)  # thrown away
+        out, _ = torch_ref.attention(q, k, v)  # (B, H, T, dh)
+        return module.wo(module.merge_heads(out))
+
+    total, parts = counted(drifted, module)
+    expected = cost.attention_flops(1, 5, 5, 8, 2, 1)
+    for part in ("scores", "weighted_sum"):
+        assert parts[part] == 2 * expected[part]
+    with pytest.raises(AssertionError):
+        assert_counts_equal(expected, total, parts)
+
+
+def _shapes(seed, n=6):
+    """Random (batch, tq, tk, d_head, n_head, n_kv_head, bias)."""
+    draw = random.Random(seed)
+    for _ in range(n):
+        n_kv = draw.choice([1, 2, 3])
+        yield (
+            draw.randint(1, 3),
+            draw.randint(1, 9),
+            draw.randint(1, 9),
+            draw.choice([2, 4, 6]),
+            n_kv * draw.choice([1, 2, 3]),
+            n_kv,
+            draw.random() < 0.5,
+        )
+
+
+def _module(d_model, n_head, n_kv_head, bias, dtype=torch.float32):
+    torch.manual_seed(0)
+    return torch_ref.MultiHeadAttention(
+        d_model, n_head, n_kv_head=n_kv_head, bias=bias, dtype=dtype
+    )
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("shape", list(_shapes(1)))
+def test_attention_flops_equal_counter_for_self_attention(shape, backward):
+    b, t, _, d_head, n_head, n_kv, bias = shape
+    d_model = n_head * d_head
+    module = _module(d_model, n_head, n_kv, bias)
+    x = torch.randn(b, t, d_model, requires_grad=backward)
+
+    def run():
+        y, _ = module(x)
+        if backward:
+            y.sum().backward()
+
+    expected = cost.attention_flops(
+        b, t, t, d_model, n_head, n_kv, backward=backward
+    )
+    assert_counts_equal(expected, *counted(run, module))
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("shape", list(_shapes(2)))
+def test_attention_flops_equal_counter_for_cross_attention(shape, backward):
+    b, tq, tk, d_head, n_head, n_kv, bias = shape
+    d_model = n_head * d_head
+    module = _module(d_model, n_head, n_kv, bias)
+    x = torch.randn(b, tq, d_model, requires_grad=backward)
+    context = torch.randn(b, tk, d_model, requires_grad=backward)
+
+    def run():
+        y, _ = module(x, context=context)
+        if backward:
+            y.sum().backward()
+
+    expected = cost.attention_flops(
+        b, tq, tk, d_model, n_head, n_kv, backward=backward
+    )
+    assert_counts_equal(expected, *counted(run, module))
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("shape", list(_shapes(3)))
+def test_attention_flops_equal_counter_for_a_cached_step(shape, backward):
+    # tk - tq positions already cached (a prefill without grad), then a
+    # step of tq new rows: one decoding step when tq is 1
+    b, tq, cached, d_head, n_head, n_kv, bias = shape
+    d_model = n_head * d_head
+    module = _module(d_model, n_head, n_kv, bias)
+    module.rope = d_head % 2 == 0  # rotated keys cost no matmul
+    cache = kv_cache.KVCache()
+    with torch.no_grad():
+        kv_cache.cached_step(module, cache, torch.randn(b, cached, d_model))
+    x = torch.randn(b, tq, d_model, requires_grad=backward)
+
+    def run():
+        y = kv_cache.cached_step(module, cache, x)
+        if backward:
+            y.sum().backward()
+
+    expected = cost.attention_flops(
+        b,
+        tq,
+        cached + tq,
+        d_model,
+        n_head,
+        n_kv,
+        backward=backward,
+        cached=True,
+    )
+    assert_counts_equal(expected, *counted(run, module))
+
+
+def test_attention_flops_sum_over_the_chunks_of_cached_forward():
+    b, d_model, n_head, n_kv, chunks = 2, 12, 6, 3, [5, 1, 3, 1]
+    module = _module(d_model, n_head, n_kv, bias=True)
+    x = torch.randn(b, sum(chunks), d_model)
+    total, parts = counted(
+        lambda: kv_cache.cached_forward(module, x, chunks), module
+    )
+    expected = dict.fromkeys((*PARTS, "total"), 0)
+    seen = 0
+    for n in chunks:
+        seen += n  # the chunk's n rows against every key so far
+        step = cost.attention_flops(
+            b, n, seen, d_model, n_head, n_kv, cached=True
+        )
+        expected = {key: expected[key] + step[key] for key in expected}
+    assert_counts_equal(expected, total, parts)
+
+
+def test_attention_flops_without_d_head_split_use_the_given_d_head():
+    # n_head * d_head need not be d_model: each part follows d_head
+    got = cost.attention_flops(1, 3, 5, 10, 4, 2, d_head=3)
+    assert got["q"] == 2 * 3 * 10 * 12
+    assert got["k"] == got["v"] == 2 * 5 * 10 * 6
+    assert got["scores"] == got["weighted_sum"] == 2 * 4 * 3 * 5 * 3
+    assert got["out"] == 2 * 3 * 12 * 10
+
+
+@pytest.mark.parametrize(
+    ("b", "tq", "tk", "n_head", "n_kv"),
+    [(1, 6, 6, 2, 2), (2, 3, 8, 4, 1), (3, 1, 5, 6, 3), (1, 9, 9, 1, 1)],
+)
+def test_useful_flops_count_the_pairs_a_causal_mask_allows(
+    b, tq, tk, n_head, n_kv
+):
+    d_head = 4
+    d_model = n_head * d_head
+    blocked = torch_ref.causal_mask_for_positions(
+        torch.arange(tk - tq, tk), torch.arange(tk)
+    )  # the tq queries are the last tq positions
+    allowed = int((~blocked).sum())
+    got = cost.useful_flops(b, tq, tk, d_model, n_head, n_kv)
+    dense = cost.attention_flops(b, tq, tk, d_model, n_head, n_kv, cached=True)
+    assert got["scores"] == got["weighted_sum"]
+    assert got["scores"] == 2 * b * n_head * allowed * d_head
+    for part in ("q", "k", "v", "out"):
+        assert got[part] == dense[part]
+    assert got["total"] == sum(got[part] for part in PARTS)
+
+
+@pytest.mark.parametrize(
+    ("tq", "tk", "block_q", "block_k"),
+    [
+        (10, 10, 5, 5),
+        (10, 10, 4, 3),
+        (7, 13, 2, 4),
+        (9, 9, 16, 16),
+        (3, 3, 1, 1),
+    ],
+)
+def test_causal_tiles_match_the_tiled_loop(tq, tk, block_q, block_k):
+    # the loop's rule: skip a tile whose first key follows its last query
+    q_pos, k_pos = range(tk - tq, tk), range(tk)
+    tiles = skipped = pairs = 0
+    for i in range(0, tq, block_q):
+        rows = q_pos[i : i + block_q]
+        for j in range(0, tk, block_k):
+            cols = k_pos[j : j + block_k]
+            tiles += 1
+            if min(cols) > max(rows):
+                skipped += 1
+            else:
+                pairs += len(rows) * len(cols)
+    assert cost.causal_tiles(tq, tk, block_q, block_k) == (
+        tiles,
+        skipped,
+        pairs,
+    )
+
+
+@pytest.mark.parametrize(
+    ("b", "tq", "tk", "n_head", "n_kv", "block_q", "block_k"),
+    [(1, 10, 10, 2, 1, 4, 3), (2, 5, 12, 2, 2, 2, 5), (1, 7, 7, 3, 3, 16, 16)],
+)
+def test_tiled_flops_equal_counter_on_the_tiled_passes(
+    b, tq, tk, n_head, n_kv, block_q, block_k
+):
+    d_head = 4
+    d_model = n_head * d_head
+    q = torch.randn(b, n_head, tq, d_head, dtype=torch.float64)
+    k, v = torch.randn(2, b, n_kv, tk, d_head, dtype=torch.float64)
+    blocks = {"causal": True, "block_q": block_q, "block_k": block_k}
+    forward = cost.tiled_flops(
+        b, tq, tk, d_model, n_head, n_kv, block_q=block_q, block_k=block_k
+    )
+    total, parts = counted(
+        lambda: tiled.tiled_attention_torch(q, k, v, **blocks)
+    )
+    attention = {p: forward[p] for p in ("scores", "weighted_sum")}
+    assert parts == attention
+    assert total == sum(attention.values())
+    # forward plus the backward that recomputes each tile: 7 matmuls
+    both = cost.tiled_flops(
+        b, tq, tk, d_model, n_head, n_kv, None, block_q, block_k, True
+    )
+    dout = torch.randn_like(q)
+    total, _ = counted(
+        lambda: tiled.tiled_attention_backward_torch(q, k, v, dout, **blocks)
+    )
+    assert total == both["scores"] + both["weighted_sum"]
+    assert 2 * both["scores"] == 8 * forward["scores"]
+
+
+@pytest.mark.parametrize(
+    ("b", "n_kv", "d_head", "chunks"),
+    [(1, 2, 4, [4, 1, 1]), (3, 1, 6, [2, 3])],
+)
+def test_kv_cache_bytes_equal_the_cache_tensors(b, n_kv, d_head, chunks):
+    n_head = 2 * n_kv
+    module = _module(n_head * d_head, n_head, n_kv, bias=False)
+    cache = kv_cache.KVCache()
+    with torch.no_grad():
+        for n in chunks:
+            kv_cache.cached_step(
+                module, cache, torch.randn(b, n, module.d_model)
+            )
+    held = cache.keys.nbytes + cache.values.nbytes
+    per_sequence = cost.kv_cache_bytes(1, n_kv, d_head, sum(chunks), 4)
+    assert held == b * per_sequence
+
+
+def _saved_bytes(run, keep_out):
+    """Bytes autograd keeps for the backward: each storage once, counted
+    only while a node still holds it (a node freed during the forward
+    keeps nothing); the module's parameters excluded."""
+    held = []
+
+    class Packed:
+        def __init__(self, tensor):
+            self.tensor = tensor
+
+    def pack(tensor):
+        packed = Packed(tensor)
+        held.append((weakref.ref(packed), tensor.untyped_storage()))
+        return packed
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda p: p.tensor):
+        out = run()
+    storages = {
+        storage.data_ptr(): storage.nbytes()
+        for alive, storage in held
+        if alive() is not None and storage.data_ptr() not in keep_out
+    }
+    del out
+    return sum(storages.values())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize(
+    ("b", "t", "n_head", "d_head"), [(1, 7, 4, 4), (2, 5, 3, 8), (3, 9, 1, 2)]
+)
+def test_saved_activation_bytes_equal_what_autograd_keeps(
+    b, t, n_head, d_head, dtype
+):
+    d_model = n_head * d_head
+    module = _module(d_model, n_head, None, bias=True, dtype=dtype)
+    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    x = torch.randn(b, t, d_model, dtype=dtype, requires_grad=True)
+    itemsize = x.element_size()
+    # the reference keeps the T x T weights A for its backward
+    kept = _saved_bytes(lambda: module(x)[0], params)
+    assert kept == cost.saved_activation_bytes(b, t, d_model, n_head, itemsize)
+    # SDPA's CPU flash kernel keeps one log-sum-exp per row instead
+    kept = _saved_bytes(lambda: torch_ref.sdpa_forward(module, x), params)
+    assert kept == cost.saved_activation_bytes(
+        b, t, d_model, n_head, itemsize, weights=False
+    )
+
+
+def test_saved_activation_bytes_without_weights_keep_float32_statistics():
+    # bf16 values, float32 log-sum-exp (the reference itself computes
+    # bf16 in float32, so only SDPA's kernel shows a bf16 backward)
+    b, t, n_head, d_model = 2, 6, 2, 8
+    module = _module(d_model, n_head, None, False, dtype=torch.bfloat16)
+    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    x = torch.randn(b, t, d_model, dtype=torch.bfloat16, requires_grad=True)
+    kept = _saved_bytes(lambda: torch_ref.sdpa_forward(module, x), params)
+    assert kept == 5 * b * t * d_model * 2 + b * n_head * t * 4
+    assert kept == cost.saved_activation_bytes(
+        b, t, d_model, n_head, 2, weights=False
+    )
+
+
+@pytest.mark.parametrize(
+    ("b", "tq", "tk", "cached", "cross"),
+    [(1, 6, 6, False, False), (2, 3, 7, False, True), (2, 1, 9, True, False)],
+)
+def test_bytes_moved_equal_the_tensors_the_layer_touches(
+    b, tq, tk, cached, cross
+):
+    d_model, n_head, n_kv = 12, 6, 2
+    module = _module(d_model, n_head, n_kv, bias=False)
+    x = torch.randn(b, tq, d_model)
+    with torch.no_grad():
+        if cached:  # the keys a step reads: the cache with its new row
+            cache = kv_cache.KVCache()
+            kv_cache.cached_step(
+                module, cache, torch.randn(b, tk - tq, d_model)
+            )
+            y = kv_cache.cached_step(module, cache, x)
+            keys, values, inputs = cache.keys, cache.values, [x]
+        else:
+            context = torch.randn(b, tk, d_model) if cross else None
+            _, keys, values = module.project(x, context)
+            y, _ = module(x, context=context)
+            inputs = [x] if context is None else [x, context]
+    touched = (
+        sum(p.nbytes for p in module.parameters())
+        + sum(t.nbytes for t in inputs)
+        + y.nbytes
+        + keys.nbytes
+        + values.nbytes
+    )
+    assert touched == cost.bytes_moved(
+        b, tq, tk, d_model, n_head, n_kv, 4, cached
+    )
+    flops = cost.attention_flops(
+        b, tq, tk, d_model, n_head, n_kv, cached=cached
+    )
+    assert cost.arithmetic_intensity(
+        b, tq, tk, d_model, n_head, n_kv, 4, cached
+    ) == pytest.approx(flops["total"] / touched, rel=1e-15)
+
+
+def test_arithmetic_intensity_of_decoding_stays_flat_while_prefill_grows():
+    # Llama 2 7B's layer in bf16: a step reads every weight and cached
+    # key for about one multiply-add each; a prefill reuses them T times
+    shape = {"d_model": 4096, "n_head": 32}
+    steps = [
+        cost.arithmetic_intensity(1, 1, t, **shape, cached=True)
+        for t in (512, 4096, 32768)
+    ]
+    prefills = [
+        cost.arithmetic_intensity(1, t, t, **shape) for t in (512, 4096)
+    ]
+    assert all(0.9 < s < 1.01 for s in steps)
+    assert prefills[0] > 100 * steps[0]
+    assert prefills[1] > prefills[0]
+
+
+BAD_SIZES = [0, -3, 2.5, 4.0, "8", True, None]
+
+
+@pytest.mark.parametrize("bad", BAD_SIZES)
+@pytest.mark.parametrize(
+    ("func", "kwargs", "argument"),
+    [
+        (cost.attention_flops, {}, "batch"),
+        (cost.attention_flops, {}, "tq"),
+        (cost.attention_flops, {}, "tk"),
+        (cost.attention_flops, {}, "d_model"),
+        (cost.attention_flops, {}, "n_head"),
+        (cost.attention_flops, {}, "n_kv_head"),
+        (cost.attention_flops, {}, "d_head"),
+        (cost.useful_flops, {}, "tk"),
+        (cost.arithmetic_intensity, {}, "tq"),
+        (cost.arithmetic_intensity, {}, "n_kv_head"),
+        (cost.kv_cache_bytes, {}, "tokens"),
+        (cost.kv_cache_bytes, {}, "n_layer"),
+        (cost.saved_activation_bytes, {}, "t"),
+        (cost.saved_activation_bytes, {}, "d_model"),
+    ],
+)
+def test_cost_refuses_a_size_that_is_not_a_positive_int(
+    func, kwargs, argument, bad
+):
+    if bad is None and argument in ("n_kv_head", "d_head"):
+        return  # None is their default
+    args = {
+        cost.kv_cache_bytes: {
+            "n_layer": 2,
+            "n_kv_head": 2,
+            "d_head": 4,
+            "tokens": 5,
+            "bytes_per_value": 2,
+        },
+        cost.saved_activation_bytes: {
+            "batch": 1,
+            "t": 4,
+            "d_model": 8,
+            "n_head": 2,
+            "bytes_per_value": 2,
+        },
+    }.get(func, {"batch": 1, "tq": 4, "tk": 4, "d_model": 8, "n_head": 2})
+    with pytest.raises(ValueError, match=argument):
+        func(**{**args, **kwargs, argument: bad})
+
+
+@pytest.mark.parametrize("func", [cost.attention_flops, cost.useful_flops])
+def test_cost_refuses_head_counts_that_do_not_split(func):
+    with pytest.raises(ValueError, match="n_head=3"):
+        func(1, 4, 4, 8, 3)  # 8 columns into 3 heads
+    with pytest.raises(ValueError, match="n_kv_head=3"):
+        func(1, 4, 4, 12, 4, 3)  # 4 query heads into 3 groups
+    # with d_head given, d_model need not split into the heads
+    assert func(1, 4, 4, 8, 3, d_head=5)["total"] > 0
+
+
+def test_cost_refuses_more_new_queries_than_keys():
+    with pytest.raises(ValueError, match="tq=5"):
+        cost.attention_flops(1, 5, 4, 8, 2, cached=True)
+    with pytest.raises(ValueError, match="tq=5"):
+        cost.useful_flops(1, 5, 4, 8, 2)
+    with pytest.raises(ValueError, match="bytes_per_value"):
+        cost.kv_cache_bytes(1, 1, 1, 1, 0)
+    with pytest.raises(TypeError, match="backward"):
+        cost.attention_flops(1, 4, 4, 8, 2, backward="yes")

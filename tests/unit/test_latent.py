@@ -1,0 +1,375 @@
+"""mha_ref.latent_torch and latent_numpy: multi-head latent attention.
+
+The two forms against each other, the NumPy mirror against the torch
+module, the latent cache against the full causal pass, the measured
+cache and FLOP counts, and the inputs both mirrors refuse. Agreement
+with Hugging Face's DeepseekV3Attention is in test_latent_hf.py.
+"""
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from mha_ref import kv_cache, latent_numpy, latent_torch, numpy_ref, torch_ref
+from mha_ref.tolerances import atol
+
+TOL = {"atol": atol(torch.float64), "rtol": 0}
+# d_model, n_head, kv_lora_rank, qk_nope, qk_rope, v_head: all different,
+# so a swapped size fails a shape, and v_head != qk_nope + qk_rope
+SHAPES = (24, 3, 10, 6, 4, 5)
+
+
+def random_mla(q_lora_rank=None, rope_interleave=True, seed=0, shapes=SHAPES):
+    """A float64 module with every weight drawn, the norms' gains too."""
+    module = latent_torch.MultiHeadLatentAttention(
+        *shapes,
+        q_lora_rank=q_lora_rank,
+        rope_interleave=rope_interleave,
+        dtype=torch.float64,
+    )
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in module.parameters():
+            draw = torch.randn(param.shape, generator=gen, dtype=param.dtype)
+            # gains near 1, weights scaled to keep activations near 1
+            scale = 0.3 if param.dim() == 1 else param.shape[-1] ** -0.5
+            param.copy_((1.0 if param.dim() == 1 else 0.0) + scale * draw)
+    return module
+
+
+def random_x(b=2, t=7, d_model=SHAPES[0], seed=1):
+    gen = torch.Generator().manual_seed(seed)
+    return torch.randn(b, t, d_model, generator=gen, dtype=torch.float64)
+
+
+VARIANTS = [
+    pytest.param(None, True, id="no-q-lora-interleaved"),
+    pytest.param(None, False, id="no-q-lora-halves"),
+    pytest.param(7, True, id="q-lora-interleaved"),
+    pytest.param(7, False, id="q-lora-halves"),
+]
+
+
+@pytest.mark.parametrize(("q_lora_rank", "interleave"), VARIANTS)
+@pytest.mark.parametrize("masked", ["causal", "padding", "none"])
+def test_mla_absorbed_equals_naive(q_lora_rank, interleave, masked):
+    module = random_mla(q_lora_rank, interleave)
+    x = random_x()
+    mask = {
+        "causal": torch_ref.causal_mask(7),
+        "padding": torch_ref.key_padding_mask([7, 4], 7),
+        "none": None,
+    }[masked]
+    positions = torch.arange(40, 47)  # absolute positions, not 0..T-1
+    y, w = module(x, mask, positions)
+    y_abs, w_abs = module(x, mask, positions, absorbed=True)
+    torch.testing.assert_close(y_abs, y, **TOL)
+    torch.testing.assert_close(w_abs, w, **TOL)
+    assert y.abs().max() > 0.1  # a real output, not zeros that agree
+
+
+def test_mla_absorbed_gradients_equal_naive():
+    module = random_mla(q_lora_rank=7)
+    x = random_x().requires_grad_()
+    dy = random_x(seed=5)
+    grads = []
+    for absorbed in (False, True):
+        y, _ = module(x, torch_ref.causal_mask(7), absorbed=absorbed)
+        params = [x, *module.parameters()]
+        grads.append(torch.autograd.grad((y * dy).sum(), params))
+    for naive, absorbed in zip(*grads, strict=True):
+        torch.testing.assert_close(absorbed, naive, **TOL)
+
+
+def test_mla_rope_interleave_is_a_reordering_of_the_rope_rows():
+    # interleaved pairs (2i, 2i + 1) are the halves after moving rows
+    halves = random_mla(rope_interleave=False)
+    interleaved = random_mla(rope_interleave=True)
+    interleaved.load_state_dict(halves.state_dict())
+    d_c, d_r = SHAPES[2], SHAPES[4]
+    # the halves a rope_interleave module reads: evens, then odds
+    order = torch.cat([torch.arange(0, d_r, 2), torch.arange(1, d_r, 2)])
+    with torch.no_grad():
+        w = interleaved.kv_a_proj_with_mqa.weight
+        w[d_c:] = w[d_c:][order.argsort()]  # rows into pair order
+        q = interleaved.q_proj.weight.view(SHAPES[1], -1, SHAPES[0])
+        q[:, SHAPES[3] :] = q[:, SHAPES[3] :][:, order.argsort()]
+    x = random_x()
+    torch.testing.assert_close(interleaved(x)[0], halves(x)[0], **TOL)
+    # without the reordering, the two conventions differ
+    plain = random_mla(rope_interleave=True)
+    plain.load_state_dict(halves.state_dict())
+    assert (plain(x)[0] - halves(x)[0]).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize(("q_lora_rank", "interleave"), VARIANTS)
+@pytest.mark.parametrize("absorbed", [False, True])
+def test_mla_numpy_mirror_matches_torch(q_lora_rank, interleave, absorbed):
+    module = random_mla(q_lora_rank, interleave)
+    mirror = latent_numpy.MultiHeadLatentAttention(
+        *SHAPES, q_lora_rank=q_lora_rank, rope_interleave=interleave
+    )
+    mirror.load_state_dict(
+        {n: w.numpy() for n, w in module.state_dict().items()}
+    )
+    x, mask = random_x(), torch_ref.causal_mask(7)
+    positions = np.arange(3, 10)
+    y, w = module(x, mask, torch.as_tensor(positions), absorbed=absorbed)
+    y_np, w_np = mirror(x.numpy(), mask.numpy(), positions, absorbed)
+    np.testing.assert_allclose(y_np, y.detach().numpy(), **TOL)
+    np.testing.assert_allclose(w_np, w.detach().numpy(), **TOL)
+    assert numpy_ref.MultiHeadLatentAttention is type(mirror)
+    assert torch_ref.MultiHeadLatentAttention is type(module)
+
+
+def test_mla_numpy_state_dict_round_trips():
+    mirror = latent_numpy.MultiHeadLatentAttention(*SHAPES, q_lora_rank=7)
+    torch_names = random_mla(q_lora_rank=7).state_dict()
+    assert list(mirror.state_dict()) == list(torch_names)
+    for name, weight in mirror.state_dict().items():
+        assert weight.shape == tuple(torch_names[name].shape)
+
+
+@pytest.mark.parametrize(
+    "chunks", [[7], [1] * 7, [3, 1, 1, 2], [2, 5], [4, 3]]
+)
+@pytest.mark.parametrize("absorbed", [False, True])
+def test_latent_cache_equals_full_causal_pass(chunks, absorbed):
+    module = random_mla(q_lora_rank=7)
+    x = random_x()
+    full, _ = module(x, mask=torch_ref.causal_mask(7))  # the naive form
+    cached = latent_torch.cached_latent_forward(module, x, chunks, absorbed)
+    torch.testing.assert_close(cached, full, **TOL)
+
+
+def test_latent_cache_stores_the_latent_and_shared_key_only():
+    module = random_mla()
+    x = random_x()
+    cache = latent_torch.LatentCache()
+    latent_torch.cached_latent_step(module, cache, x[:, :4])
+    latent_torch.cached_latent_step(module, cache, x[:, 4:])
+    # exactly what the module computes at absolute positions 0..6
+    c_kv, k_rope = module.latents(x, torch.arange(7))
+    tensors = {n: t for n, t in vars(cache).items() if torch.is_tensor(t)}
+    assert set(tensors) == {"latent", "rope_key"}
+    torch.testing.assert_close(cache.latent, c_kv, **TOL)
+    torch.testing.assert_close(cache.rope_key, k_rope, **TOL)
+    d_c, d_rope = SHAPES[2], SHAPES[4]
+    per_token = latent_torch.cache_bytes_per_token(cache)
+    assert per_token == (d_c + d_rope) * 8  # float64
+
+
+def test_latent_cache_failed_step_leaves_cache_unchanged():
+    module = random_mla()
+    x = random_x()
+    cache = latent_torch.LatentCache()
+    latent_torch.cached_latent_step(module, cache, x[:, :3])
+    before = cache.latent.clone(), cache.rope_key.clone()
+    bad_inputs = [
+        x[:, 3:4].clone().fill_(float("nan")),  # not finite
+        x[:1, 3:4],  # another batch size
+        x[:, 3:4].float(),  # another dtype
+        x[:, 3:4, :-1],  # another d_model
+    ]
+    for bad in bad_inputs:
+        with pytest.raises((ValueError, TypeError)):
+            latent_torch.cached_latent_step(module, cache, bad)
+        assert cache.length == 3
+        torch.testing.assert_close(cache.latent, before[0], atol=0, rtol=0)
+        torch.testing.assert_close(cache.rope_key, before[1], atol=0, rtol=0)
+
+
+def test_cache_bytes_per_token_mla_against_mha_and_gqa_caches():
+    # the same decode through a latent cache and two KV caches, measured
+    mla = random_mla()
+    x = random_x()
+    latent = latent_torch.LatentCache()
+    full = kv_cache.KVCache()  # this model's per-head K and V (MHA)
+    for t in range(7):
+        latent_torch.cached_latent_step(mla, latent, x[:, t : t + 1])
+    full.append(*mla.expand_kv(latent.latent, latent.rope_key))
+    _, n_head, d_c, d_nope, d_rope, d_v = SHAPES
+    assert latent_torch.cache_bytes_per_token(latent) == (d_c + d_rope) * 8
+    assert latent_torch.cache_bytes_per_token(full) == (
+        n_head * (d_nope + d_rope + d_v) * 8
+    )
+    gqa = torch_ref.MultiHeadAttention(24, 6, n_kv_head=2, dtype=torch.float64)
+    grouped = kv_cache.KVCache()
+    kv_cache.cached_step(gqa, grouped, x)
+    assert latent_torch.cache_bytes_per_token(grouped) == 2 * 2 * 4 * 8
+
+
+def test_latent_cache_bytes_per_token_has_no_head_axis():
+    # the measured bytes depend on the two ranks and the dtype only
+    small = latent_torch.MultiHeadLatentAttention(8, 1, 16, 2, 4, 2)
+    wide = {
+        **latent_torch.DEEPSEEK_V3,
+        "kv_lora_rank": 16,
+        "qk_rope_head_dim": 4,
+    }
+    measure = latent_torch.latent_cache_bytes_per_token
+    assert measure(small) == measure(wide, torch.float32) == 20 * 4
+    assert measure(latent_torch.DEEPSEEK_V3) == (512 + 64) * 2  # bfloat16
+
+
+@pytest.mark.slow  # FlopCounterMode's first use imports torch._dynamo
+@pytest.mark.parametrize("q_lora_rank", [None, 7])
+@pytest.mark.parametrize("absorbed", [False, True])
+def test_decode_step_flops_match_flop_counter(q_lora_rank, absorbed):
+    module = random_mla(q_lora_rank)
+    x = random_x(b=1)
+    cache = latent_torch.LatentCache()
+    latent_torch.cached_latent_step(module, cache, x[:, :6])
+    with FlopCounterMode(display=False) as counter:
+        latent_torch.cached_latent_step(module, cache, x[:, 6:], absorbed)
+    expected = latent_torch.decode_step_flops(module, 7, absorbed)
+    assert counter.get_total_flops() == sum(expected.values())
+
+
+def test_decode_step_flops_absorbed_saves_the_expansion():
+    v3 = latent_torch.DEEPSEEK_V3
+    naive = latent_torch.decode_step_flops(v3, 4096)
+    absorbed = latent_torch.decode_step_flops(v3, 4096, absorbed=True)
+    # the naive step re-expands 4096 latents into 128 heads' K and V
+    assert naive["up_projections"] == 2 * 4096 * 512 * 128 * 256
+    assert sum(absorbed.values()) < sum(naive.values()) / 50
+
+
+@pytest.mark.parametrize("framework", ["torch", "numpy"])
+@pytest.mark.parametrize(
+    ("change", "error"),
+    [
+        ({"kv_lora_rank": 0}, ValueError),
+        ({"qk_nope_head_dim": -1}, ValueError),
+        ({"v_head_dim": 0}, ValueError),
+        ({"qk_rope_head_dim": 0}, ValueError),
+        ({"qk_rope_head_dim": 5}, ValueError),  # odd: RoPE turns pairs
+        ({"q_lora_rank": 0}, ValueError),
+        ({"n_head": 0}, ValueError),
+        ({"kv_lora_rank": 2.0}, TypeError),
+        ({"v_head_dim": True}, TypeError),
+        ({"rope_base": 0.0}, ValueError),
+        ({"rope_interleave": "yes"}, TypeError),
+    ],
+)
+def test_mla_refuses_bad_shapes(framework, change, error):
+    names = ("d_model", "n_head", *latent_numpy.SHAPE_NAMES)
+    kwargs = {**dict(zip(names, SHAPES, strict=True)), **change}
+    cls = {
+        "torch": latent_torch.MultiHeadLatentAttention,
+        "numpy": latent_numpy.MultiHeadLatentAttention,
+    }[framework]
+    name = next(iter(change))
+    with pytest.raises(error, match=name):
+        cls(**kwargs)
+
+
+@pytest.mark.parametrize("framework", ["torch", "numpy"])
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_mla_refuses_positions_that_are_not_finite(framework, bad):
+    module = random_mla()
+    x = random_x()
+    positions = np.arange(7.0)
+    positions[3] = bad
+    if framework == "numpy":
+        mirror = latent_numpy.MultiHeadLatentAttention(*SHAPES)
+        with pytest.raises(ValueError, match="positions"):
+            mirror(x.numpy(), positions=positions)
+    else:
+        with pytest.raises(ValueError, match="positions"):
+            module(x, positions=torch.as_tensor(positions))
+
+
+@pytest.mark.parametrize("framework", ["torch", "numpy"])
+def test_mla_refuses_positions_of_the_wrong_shape(framework):
+    if framework == "numpy":
+        mirror = latent_numpy.MultiHeadLatentAttention(*SHAPES)
+        with pytest.raises(ValueError, match="positions"):
+            mirror(random_x().numpy(), positions=np.arange(6))
+    else:
+        with pytest.raises(ValueError, match="positions"):
+            random_mla()(random_x(), positions=torch.arange(6))
+
+
+@pytest.mark.parametrize("framework", ["torch", "numpy"])
+def test_mla_state_dict_of_wrong_shape_names_parameter_and_shapes(framework):
+    state = random_mla().state_dict()
+    state["kv_b_proj.weight"] = torch.zeros(33, 10)  # 3 * (6 + 5) = 33 ok
+    state["kv_a_proj_with_mqa.weight"] = torch.zeros(13, 24)  # not 14
+    expected = r"kv_a_proj_with_mqa\.weight.*\(13, 24\).*\(14, 24\)"
+    if framework == "numpy":
+        mirror = latent_numpy.MultiHeadLatentAttention(*SHAPES)
+        state = {n: w.numpy() for n, w in state.items()}
+        with pytest.raises(ValueError, match=expected):
+            mirror.load_state_dict(state)
+    else:
+        with pytest.raises(ValueError, match=expected):
+            random_mla().load_state_dict(state)
+
+
+def test_mla_state_dict_check_names_parameter_inside_a_parent_module():
+    # a layer inside a model: the shape check still names the parameter
+    parent = torch.nn.ModuleDict({"attn": random_mla()})
+    state = parent.state_dict()
+    state["attn.o_proj.weight"] = torch.zeros(24, 14)
+    with pytest.raises(ValueError, match=r"o_proj.*\(24, 14\).*\(24, 15\)"):
+        parent.load_state_dict(state)
+
+
+def test_mla_state_dict_with_query_bottleneck_needs_q_lora_rank():
+    with pytest.raises(ValueError, match="q_lora_rank"):
+        random_mla().load_state_dict(random_mla(q_lora_rank=7).state_dict())
+    # strict=False takes what fits, as torch does
+    result = random_mla().load_state_dict(
+        random_mla(q_lora_rank=7).state_dict(), strict=False
+    )
+    assert result.missing_keys == ["q_proj.weight"]
+
+
+def test_mla_refuses_absorbed_that_is_not_a_bool():
+    with pytest.raises(TypeError, match="absorbed"):
+        random_mla()(random_x(), absorbed="yes")
+
+
+def test_rope_on_the_content_keys_cannot_be_folded():
+    module = random_mla(shapes=(24, 3, 10, 6, 4, 5))
+    x = random_x()
+    # at position 0 everywhere, RoPE is the identity: every try is exact
+    zeros = torch.zeros(7, dtype=torch.long)
+    exact, as_cached, turned = latent_torch.rope_on_the_content_keys(
+        module, x, zeros
+    )
+    torch.testing.assert_close(as_cached, exact, **TOL)
+    torch.testing.assert_close(turned, exact, **TOL)
+    positions = torch.arange(7)
+    exact, as_cached, turned = latent_torch.rope_on_the_content_keys(
+        module, x, positions
+    )
+    # the fold is right for the key at position 0 only
+    torch.testing.assert_close(as_cached[..., 0], exact[..., 0], **TOL)
+    assert (as_cached - exact)[..., 1:].abs().amax(dim=(0, 1, 2)).min() > 0.01
+    assert (turned - exact).abs().max() > 0.1
+    # the exact scores depend on s - t only; the folded ones do not
+    shifted = latent_torch.rope_on_the_content_keys(module, x, positions + 5)
+    torch.testing.assert_close(shifted[0], exact, **TOL)
+    assert (shifted[1] - as_cached).abs().max() > 0.1
+
+
+def test_expanded_kv_bytes_per_token_counts_every_head():
+    v3 = latent_torch.DEEPSEEK_V3
+    per_head = v3["qk_nope_head_dim"] + v3["qk_rope_head_dim"]
+    per_head += v3["v_head_dim"]
+    measured = latent_torch.expanded_kv_bytes_per_token(v3)
+    assert measured == v3["n_head"] * per_head * 2  # bfloat16
+    module = random_mla()
+    assert latent_torch.expanded_kv_bytes_per_token(module) == 3 * 15 * 8
+
+
+def test_latent_cache_bytes_per_token_refuses_other_arguments():
+    with pytest.raises(TypeError, match="MultiHeadLatentAttention"):
+        latent_torch.latent_cache_bytes_per_token([512, 64])
+    with pytest.raises(ValueError, match="qk_rope_head_dim"):
+        latent_torch.latent_cache_bytes_per_token(
+            {**latent_torch.DEEPSEEK_V3, "qk_rope_head_dim": 63}
+        )
