@@ -8,7 +8,8 @@
 # Generation has one owner: these targets run `python -m pipeline` (the
 # page scripts in scripts/) and `python -m pipeline.check` (the pages
 # agree with the code and data; one line per mistake, with file:line)
-# before MkDocs builds or serves; MkDocs itself never runs either.
+# before MkDocs builds; `make serve` runs both in its loop. MkDocs
+# itself never runs either.
 
 PYTHON ?= python3
 VENV := .venv
@@ -21,6 +22,9 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # Material 9.7+ prints a notice about MkDocs 2.0 on every build; this
 # project pins mkdocs<2 on purpose (2.0 drops plugins), so it is noise.
 export NO_MKDOCS_2_WARNING := 1
+# The engines run with the DeprecationWarnings of their dependencies
+# hidden (pathspec's, on every build): nothing this project can act on.
+ENGINE := PYTHONWARNINGS=ignore::DeprecationWarning $(VENV)/bin
 
 .PHONY: help serve site test fast bench setup browser generate check lint \
 	format clean site-zensical serve-fast zensical-config \
@@ -32,51 +36,49 @@ help: ## list the targets
 
 # ------------------------------------------------------------ entry points
 
-# The watcher reruns the pages an edit of mha_ref/ or scripts/ affects;
-# the server reloads on what it writes. Ctrl-C stops both.
-serve: check ## generate, then serve at http://127.0.0.1:8000 (reloads)
-	@$(PY) -m pipeline --watch & watcher=$$!; \
-	trap 'kill $$watcher 2>/dev/null' EXIT; \
-	$(VENV)/bin/mkdocs serve --strict -a $(HOST)
+# One process runs the loop (pipeline/serve.py): it generates, checks
+# the pages, starts the engine's server and reruns what an edit affects;
+# a page mistake is one line and the server goes on. Ctrl-C stops all.
+serve: $(STAMP) ## generate, then serve at http://127.0.0.1:8000 (reloads)
+	@$(PY) -m pipeline.serve -a $(HOST)
 
 site: check ## generate, build site/ strictly, typeset its math
-	$(VENV)/bin/mkdocs build --strict
+	$(ENGINE)/mkdocs build --strict
 	$(PY) -m pipeline.postbuild site
 
 site-zensical: check zensical-config ## the same site with Zensical
-	$(VENV)/bin/zensical build --strict -f zensical.yml
+	$(ENGINE)/zensical build --strict -f zensical.yml
 	$(PY) -m pipeline.postbuild site-zensical
 
-serve-fast: check zensical-config ## Zensical's live preview (127.0.0.1:8000)
-	@echo "Zensical's server: prose edits reload fast; no --strict there"
-	@$(PY) -m pipeline --watch & watcher=$$!; \
-	trap 'kill $$watcher 2>/dev/null' EXIT; \
-	$(VENV)/bin/zensical serve -f zensical.yml -a $(HOST)
+serve-fast: zensical-config ## Zensical's live preview (127.0.0.1:8000)
+	@$(PY) -m pipeline.serve --engine zensical -a $(HOST)
 
-# Each engine builds once and each notebook runs once (in generation).
-# The unit tests (mha_ref against PyTorch; they read no build) run beside
-# the build, whose trained-heads page keeps one core busy for most of a
-# minute while the other is soon idle; their report follows the build's.
-# pytest then reads the builds: docs agreement, the engines compared page
-# by page, the notebooks, the browser checks on the default site. One
-# worker per core (pytest-xdist); tests go to whichever worker is free
-# (worksteal), so a module fixture may start on both: a costly one (the
-# engines' reading of both sites) has one test using it.
+# make test: build, then test. Each engine builds once, each notebook
+# runs once (in generation); pytest then reads the builds.
+test: $(STAMP) browser ## build both sites once, then run every test once
+	@$(BESIDE_THE_BUILD) & units=$$!; \
+	$(MAKE) --no-print-directory -o $(STAMP) site site-zensical; built=$$?; \
+	wait $$units; units_rc=$$?; $(UNITS_REPORT); \
+	[ $$built -eq 0 ] || exit $$built; \
+	$(PY) -m pytest $(XDIST) $(UNIT:%=--ignore=%); rest=$$?; \
+	[ $$units_rc -eq 0 ] || exit $$units_rc; exit $$rest
+
+# Parallelism, in this one place. The unit tests (mha_ref against
+# PyTorch; they read no build) run beside the build, whose slowest page
+# keeps one core busy while the other is soon idle; their report follows
+# the build's. The other tests run on one pytest-xdist worker per core;
+# a test goes to whichever worker is free (worksteal), so a module
+# fixture may start on both: a costly one (the engines' reading of both
+# sites) has one test using it. Generation runs two pages per core
+# (pipeline/generation.py, JOBS_PER_CORE).
 PYTEST_JOBS ?= auto
 XDIST := -n $(PYTEST_JOBS) --dist worksteal
 UNIT := tests/unit mha_ref
 UNIT_LOG := build/unit-tests.log
-test: $(STAMP) browser ## build both sites once, run every test once
-	@mkdir -p build
-	@$(PY) -m pytest -q -p no:cacheprovider $(UNIT) >$(UNIT_LOG) 2>&1 & \
-	units=$$!; \
-	$(MAKE) --no-print-directory -o $(STAMP) site site-zensical; built=$$?; \
-	wait $$units; units_rc=$$?; \
-	echo "--- unit tests, run beside the build ($(UNIT_LOG)):"; \
-	cat $(UNIT_LOG); \
-	[ $$built -eq 0 ] || exit $$built; \
-	$(PY) -m pytest $(XDIST) $(UNIT:%=--ignore=%); rest=$$?; \
-	[ $$units_rc -eq 0 ] || exit $$units_rc; exit $$rest
+BESIDE_THE_BUILD := mkdir -p build; \
+	$(PY) -m pytest -q -p no:cacheprovider $(UNIT) >$(UNIT_LOG) 2>&1
+UNITS_REPORT := echo "--- unit tests, run beside the build ($(UNIT_LOG)):"; \
+	cat $(UNIT_LOG)
 
 fast: check ## the quick checks while writing (no site, no browser)
 	$(PY) -m pytest -x -q $(XDIST) \
@@ -100,12 +102,12 @@ format: $(STAMP) ## apply ruff format and ruff's fixes
 
 # ------------------------------------------------------------- the steps
 
+# constraints.txt pins every version tested. torch first, alone: from
+# pip's own sources when they hold the +cpu wheel, else its CPU index;
+# then the rest, whose indexes need not know +cpu.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	# constraints.txt pins every version tested. torch first, alone: from
-	# pip's own sources when they hold the +cpu wheel, else its CPU index;
-	# then the rest, whose indexes need not know +cpu.
 	$(PY) -m pip install -q -c constraints.txt --no-deps torch \
 	  || { echo "trying torch's CPU index $(TORCH_INDEX)"; \
 	       $(PY) -m pip install -q -c constraints.txt --no-deps \

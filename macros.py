@@ -18,10 +18,9 @@ import json
 import math
 import numbers
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import jinja2
-
-from pipeline.postbuild import colab_base
 
 # Names mkdocs-macros defines itself (variables, then macros); a data file
 # must not hide one of them.
@@ -197,12 +196,30 @@ def on_pre_page_macros(env):
     notebook carries it (pipeline/notebook_page.py).
     """
     env.variables.update(load_data(data_dir_of(env)))
-    if page_path(env.page).startswith(NOTEBOOKS):
+    if page_path(env.page).endswith(".ipynb"):  # mkdocs-jupyter's pages
         env.page.meta.setdefault("search", {})["exclude"] = True
 
 
-# The generated notebooks' pages (mkdocs-jupyter renders the .ipynb).
-NOTEBOOKS = "generated/notebooks/"
-
 # Edit links point at the pages on main (MkDocs would guess master).
 EDIT_URI = "edit/main/docs/"
+COLAB = "https://colab.research.google.com/github/"
+# The deploy workflow publishes the executed notebooks to this branch of
+# the repository (generated files are never committed on main).
+NOTEBOOK_BRANCH = "notebooks"
+
+
+def colab_base(repo_url, branch=NOTEBOOK_BRANCH):
+    """Colab's URL prefix for the notebooks of a GitHub repository.
+
+    >>> colab_base("https://github.com/o/r")
+    'https://colab.research.google.com/github/o/r/blob/notebooks/'
+    >>> colab_base(None) is None, colab_base("https://gitlab.com/o/r")
+    (True, None)
+    """
+    if not repo_url:
+        return None
+    parts = urlsplit(repo_url)
+    repo = parts.path.strip("/").removesuffix(".git")
+    if parts.netloc.lower() != "github.com" or repo.count("/") != 1:
+        return None  # Colab opens notebooks from GitHub only
+    return f"{COLAB}{repo}/blob/{branch}/"

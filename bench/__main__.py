@@ -9,7 +9,12 @@ from pathlib import Path
 
 import bench
 from bench import report as report_files
-from bench.build_times import bench_build, build_site, copy_repo
+from bench.build_times import (
+    bench_build,
+    bench_serve,
+    build_site,
+    copy_repo,
+)
 from bench.decode import bench_decode
 from bench.engines import bench_engines
 from bench.env import environment
@@ -36,6 +41,7 @@ PARTS = (
     "roofline",
     "engines",
     "suite",
+    "serve",
     "weight",
 )
 
@@ -132,6 +138,10 @@ def main(argv=None):
                 fast_runs=1 if args.quick else 3,
             )
             report["suite"]["quick"] = args.quick
+        if "serve" in parts:  # a fresh copy: make serve, then edits
+            served = Path(tmp) / "serve"
+            copy_repo(served)
+            report["serve"] = bench_serve(served, 2 if args.quick else 3)
     if "impl" in parts:
         report["impl"] = bench_impl(
             QUICK_LENGTHS if args.quick else IMPL_LENGTHS, args.threads

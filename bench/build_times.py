@@ -17,9 +17,12 @@ The working tree is never edited. A build is what `make site` runs
 """
 
 import json
+import os
 import re
 import shutil
 import subprocess
+import time
+from pathlib import Path
 
 from bench.timing import ROOT, ratios, run, say, summary
 
@@ -102,10 +105,10 @@ def build_site(repo):
 
 
 def discover_pages(repo):
-    """The copy's pages with a notebook: pipeline.build.discover, run
+    """The copy's pages with a notebook: generation.discover, run
     by the copy's own code."""
     code = (
-        "import json; from pipeline.build import Project, discover; "
+        "import json; from pipeline.generation import Project, discover; "
         "print(json.dumps([t.name for t in discover(Project(root='.'))]))"
     )
     return json.loads(run([PY, "-c", code], repo)[1].strip().splitlines()[-1])
@@ -230,3 +233,177 @@ def longest_pages(repo):
     pages = list((repo / "docs").glob("*.md"))
     pages.sort(key=lambda p: (-p.stat().st_size, p.name))
     return [p.name for p in pages]
+
+
+# ------------------------------------------------------------ make serve
+
+SERVE_TARGETS = {"fresh_serve_s": 60.0, "numpy_ref_edit_served_s": 15.0}
+SERVE_TIMEOUT_S = 600.0
+RE_SHOWN = re.compile(
+    r'^\s*--8<--\s+"mha_ref/numpy_ref\.py:([a-z][-_0-9a-z]*)"'
+)
+
+
+def shown_section(repo):
+    """(page, section) of the first page that shows a numpy_ref section."""
+    for page in sorted((repo / "docs").glob("*.md")):
+        for line in page.read_text(encoding="utf-8").splitlines():
+            match = RE_SHOWN.match(line)
+            if match:
+                return page.stem, match[1]
+    raise RuntimeError("no page shows a section of mha_ref/numpy_ref.py")
+
+
+def _fetch(url):
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as reply:
+            return reply.read().decode("utf-8", "replace")
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def _wait(predicate, timeout, process):
+    start = time.perf_counter()
+    while time.perf_counter() - start < timeout:
+        if predicate():
+            return time.perf_counter() - start
+        if process.poll() is not None:
+            raise RuntimeError(f"make serve exited ({process.returncode})")
+        time.sleep(0.1)
+    raise RuntimeError(f"not served within {timeout:.0f} s")
+
+
+def _edit_section(path, section, marker):
+    """A comment line inside ``section``: the page shows it, the
+    notebook download carries it."""
+    lines = path.read_text(encoding="utf-8").split("\n")
+    start = next(
+        i
+        for i, s in enumerate(lines)
+        if s.strip() == f"# --8<-- [start:{section}]"
+    )
+    body = next(s for s in lines[start + 1 :] if s.strip())
+    indent = body[: len(body) - len(body.lstrip())]
+    lines.insert(start + 1, f"{indent}# {marker}")
+    path.write_text("\n".join(lines), encoding="utf-8")
+
+
+def bench_serve(repo, runs):
+    """`make serve` as typed, in the copy: from empty outputs to the site
+    served (the venv exists: set-up not timed), then an edit of a
+    numpy_ref section to the moment its page and its notebook download,
+    as served, both show it. Ctrl-C then must leave nothing running."""
+    import signal
+    import socket
+
+    from bench.suite import make_command
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/"
+    page, section = shown_section(repo)
+    _empty(repo, (".cache", "docs/generated", "site"))
+    command = [*make_command(repo, "serve"), f"HOST=127.0.0.1:{port}"]
+    result = {"command": " ".join(command), "page": page, "section": section}
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    edits = []
+    try:
+        fresh = _wait(
+            lambda: _fetch(url) is not None, SERVE_TIMEOUT_S, process
+        )
+        result["fresh_serve_s"] = summary([fresh])
+        say(f"fresh make serve: serving after {fresh:.1f} s")
+        page_url = f"{url}{page}/"
+        download = f"{url}generated/notebooks/{page}/{page}.ipynb"
+        _wait(lambda: _fetch(download) is not None, SERVE_TIMEOUT_S, process)
+        time.sleep(2.0)  # the first round's last page, its reload
+        for i in range(runs):
+            marker = f"bench serve edit {i} {time.time_ns()}"
+            _edit_section(repo / CODE_EDIT, section, marker)
+
+            def both(marker=marker):
+                shown = _fetch(page_url) or ""
+                carried = _fetch(download) or ""
+                return marker in shown and marker in carried
+
+            edits.append(_wait(both, SERVE_TIMEOUT_S, process))
+            took = edits[-1]
+            say(f"edit {i + 1}/{runs}: page and download after {took:.1f} s")
+            time.sleep(1.0)
+        result["numpy_ref_edit_served_s"] = summary(edits)
+    except RuntimeError as exc:
+        say(f"serve failed: {exc}")
+        result["failed"] = str(exc)
+    finally:
+        try:
+            os.killpg(process.pid, signal.SIGINT)  # Ctrl-C, as typed
+            process.wait(timeout=30)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            os.killpg(process.pid, signal.SIGKILL)
+        time.sleep(1.0)
+        result["left_running"] = _session_left(process.pid)
+    result["targets"] = {
+        key: _target(maximum, result[key]["median"])
+        for key, maximum in SERVE_TARGETS.items()
+        if key in result
+    }
+    return result
+
+
+def _session_left(session):
+    """How many processes of make serve's session still run."""
+    left = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == session and fields[0] != "Z":  # session id
+            left += 1
+    return left
+
+
+def serve_md(s):
+    """The report's section on `make serve`."""
+    t = s["targets"]
+    lines = [
+        "",
+        "## Serve",
+        "",
+        f"`{s['command']}` in a fresh copy, from empty docs/generated/ and "
+        ".cache/ (the .venv exists: its set-up is not timed), until the "
+        "site answers; then an edit of a comment in the section "
+        f"`{s['section']}` of mha_ref/numpy_ref.py until the served page "
+        f"`{s['page']}/` and its notebook download both show it.",
+        "",
+        "| measure | median (s) | target | met | runs (s) |",
+        "|:--|--:|--:|:--|:--|",
+    ]
+    for key, what in (
+        ("fresh_serve_s", "fresh `make serve`, until it serves"),
+        ("numpy_ref_edit_served_s", "numpy_ref.py edit, to page and download"),
+    ):
+        if key in s:
+            runs = ", ".join(f"{v:.1f}" for v in s[key]["runs"])
+            met = "met" if t[key]["met"] else "NOT met"
+            lines.append(
+                f"| {what} | {s[key]['median']:.1f} | "
+                f"<= {t[key]['max']:.0f} s | {met} | {runs} |"
+            )
+    lines += [
+        "",
+        f"Processes of its session left after Ctrl-C: {s['left_running']}.",
+    ]
+    if "failed" in s:
+        lines.append(f"Failed: {s['failed']}")
+    return lines

@@ -3,6 +3,7 @@
 import json
 
 from bench.build_times import TARGETS as BUILD_TARGETS
+from bench.build_times import serve_md
 from bench.engines import markdown as engines_md
 from bench.roofline import markdown as roofline_md
 from bench.weight import markdown as weight_md
@@ -56,7 +57,7 @@ def _section(part, section, value):
 def markdown(report):
     env = report["environment"]
     lines = [
-        "# Benchmark report",
+        "# Benchmarks",
         "",
         "Written by `make bench` (bench/): medians of the runs shown; "
         "each ratio compares runs of the same round.",
@@ -77,6 +78,7 @@ def markdown(report):
         ("roofline", roofline_md),
         ("engines", engines_md),
         ("suite", _suite_md),
+        ("serve", serve_md),
         ("weight", weight_md),
     ):
         if part in report:

@@ -47,9 +47,15 @@ class Transfers:
     def __init__(self, context):
         self.pending = set()
         self.done = []  # (url, bytes)
-        context.on("request", self.pending.add)
+        context.on("request", self._started)
         context.on("requestfinished", self._finished)
-        context.on("requestfailed", self.pending.discard)
+        context.on("requestfailed", self._failed)
+
+    def _started(self, request):
+        self.pending.add(request)
+
+    def _failed(self, request):
+        self.pending.discard(request)
 
     def _finished(self, request):
         self.pending.discard(request)

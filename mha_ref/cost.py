@@ -27,30 +27,11 @@ def _size(value, name):
         )
     if value <= 0:
         raise ValueError(f"{name} must be positive, got {value}")
-    return int(value)
 
 
-def _flag(value, name):
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {value!r}")
-
-
-def _bytes_per_value(value):
-    if isinstance(value, bool) or not isinstance(value, Real):
-        raise TypeError(f"bytes_per_value must be a number, got {value!r}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"bytes_per_value must be positive, got {value}")
-
-
-def check_sizes(d_model, n_head, n_kv_head=None, d_head=None, **sizes):
-    """Checked (n_kv_head, d_head) of a layer; every size a positive int.
-
-    ``sizes``: the other sizes by name (batch, tq, tk, ...). d_head
-    defaults to d_model / n_head, which must then be whole; n_kv_head
-    (default n_head) must divide n_head.
-    """
-    for name, value in {"d_model": d_model, "n_head": n_head, **sizes}.items():
-        _size(value, name)
+def _heads(d_model, n_head, n_kv_head, d_head):
+    # (n_kv_head, d_head): d_head defaults to d_model / n_head, which
+    # must then be whole; n_kv_head (default n_head) divides n_head
     if d_head is None:
         if d_model % n_head:
             raise ValueError(
@@ -69,11 +50,36 @@ def check_sizes(d_model, n_head, n_kv_head=None, d_head=None, **sizes):
     return int(n_kv_head), int(d_head)
 
 
-def _queries_at_the_end(tq, tk, why):
-    if tq > tk:
-        raise ValueError(
-            f"tq={tq} new queries cannot exceed tk={tk} keys ({why})"
+def checked(sizes, heads=None, flags=None, bytes_per_value=1, last=False):
+    """Every argument of a cost function, checked in one call.
+
+    sizes {name: value}: positive ints (a float, even 4.0, is refused).
+    heads (d_model, n_head, n_kv_head, d_head): returns the layer's
+    (n_kv_head, d_head). flags {name: value}: True or False.
+    bytes_per_value: a positive number (0.5 for 4-bit values). last:
+    the tq queries are the last tq of the tk positions, so tq <= tk.
+    """
+    for name, value in sizes.items():
+        _size(value, name)
+    for name, value in (flags or {}).items():
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}")
+    if isinstance(bytes_per_value, bool) or not isinstance(
+        bytes_per_value, Real
+    ):
+        raise TypeError(
+            f"bytes_per_value must be a number, got {bytes_per_value!r}"
         )
+    if not (math.isfinite(bytes_per_value) and bytes_per_value > 0):
+        raise ValueError(
+            f"bytes_per_value must be positive, got {bytes_per_value}"
+        )
+    if last and sizes["tq"] > sizes["tk"]:
+        raise ValueError(
+            f"tq={sizes['tq']} new queries cannot exceed tk={sizes['tk']} "
+            f"keys: the queries are the last tq of the tk positions"
+        )
+    return None if heads is None else _heads(*heads)
 
 
 def _with_total(parts, factor=1):
@@ -105,13 +111,13 @@ def attention_flops(
     >>> flops["q"], flops["scores"], flops["total"]
     (1207959552, 1610612736, 8053063680)
     """
-    n_kv_head, d_head = check_sizes(
-        d_model, n_head, n_kv_head, d_head, batch=batch, tq=tq, tk=tk
+    sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
+    n_kv_head, d_head = checked(
+        {**sizes, "n_head": n_head},
+        (d_model, n_head, n_kv_head, d_head),
+        {"backward": backward, "cached": cached},
+        last=cached,  # a cached step: tq new rows after tk - tq cached
     )
-    _flag(backward, "backward")
-    _flag(cached, "cached")
-    if cached:
-        _queries_at_the_end(tq, tk, "a cached step adds tq to the cache")
     rows_kv = tq if cached else tk  # the rows that K and V project
     d_q, d_kv = n_head * d_head, n_kv_head * d_head
     parts = {
@@ -141,10 +147,12 @@ def useful_flops(batch, tq, tk, d_model, n_head, n_kv_head=None, d_head=None):
     >>> useful_flops(1, 4, 4, 8, 2)["scores"]  # 10 of 16 pairs
     160
     """
-    n_kv_head, d_head = check_sizes(
-        d_model, n_head, n_kv_head, d_head, batch=batch, tq=tq, tk=tk
+    sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
+    n_kv_head, d_head = checked(
+        {**sizes, "n_head": n_head},
+        (d_model, n_head, n_kv_head, d_head),
+        last=True,
     )
-    _queries_at_the_end(tq, tk, "the queries are the last tq positions")
     parts = attention_flops(
         batch, tq, tk, d_model, n_head, n_kv_head, d_head, cached=True
     )
@@ -168,11 +176,8 @@ def causal_tiles(tq, tk, block_q=64, block_k=64):
     >>> causal_tiles(10, 10, 5, 5)  # 4 tiles, the upper right skipped
     (4, 1, 75)
     """
-    for name, value in (("tq", tq), ("tk", tk)):
-        _size(value, name)
-    for name, value in (("block_q", block_q), ("block_k", block_k)):
-        _size(value, name)
-    _queries_at_the_end(tq, tk, "the queries are the last tq positions")
+    sizes = {"tq": tq, "tk": tk, "block_q": block_q, "block_k": block_k}
+    checked(sizes, last=True)
     key_blocks = -(-tk // block_k)  # ceil(tk / block_k)
     skipped = pairs = 0
     for i in range(0, tq, block_q):
@@ -207,10 +212,13 @@ def tiled_flops(
     >>> tiled_flops(1, 10, 10, 2, 1, block_q=5, block_k=5)["scores"]
     300
     """
-    n_kv_head, d_head = check_sizes(
-        d_model, n_head, n_kv_head, d_head, batch=batch, tq=tq, tk=tk
+    sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
+    n_kv_head, d_head = checked(
+        {**sizes, "n_head": n_head, "block_q": block_q, "block_k": block_k},
+        (d_model, n_head, n_kv_head, d_head),
+        {"backward": backward},
+        last=True,
     )
-    _flag(backward, "backward")
     _, _, pairs = causal_tiles(tq, tk, block_q, block_k)
     parts = useful_flops(batch, tq, tk, d_model, n_head, n_kv_head, d_head)
     del parts["total"]
@@ -230,14 +238,15 @@ def kv_cache_bytes(n_layer, n_kv_head, d_head, tokens, bytes_per_value):
     >>> kv_cache_bytes(32, 8, 128, 1, 2)  # Llama 3 8B, bf16, per token
     131072
     """
-    for name, value in (
-        ("n_layer", n_layer),
-        ("n_kv_head", n_kv_head),
-        ("d_head", d_head),
-        ("tokens", tokens),
-    ):
-        _size(value, name)
-    _bytes_per_value(bytes_per_value)
+    checked(
+        {
+            "n_layer": n_layer,
+            "n_kv_head": n_kv_head,
+            "d_head": d_head,
+            "tokens": tokens,
+        },
+        bytes_per_value=bytes_per_value,
+    )
     # K and V: one d_head vector per key/value head, layer and token
     return 2 * n_layer * n_kv_head * d_head * tokens * bytes_per_value
     # --8<-- [end:kv-cache-bytes]
@@ -260,11 +269,12 @@ def saved_activation_bytes(
     >>> saved_activation_bytes(1, 1024, 768, 12, 2, weights=False)
     7913472
     """
-    for name, value in (("batch", batch), ("t", t)):
-        _size(value, name)
-    check_sizes(d_model, n_head)
-    _bytes_per_value(bytes_per_value)
-    _flag(weights, "weights")
+    checked(
+        {"batch": batch, "t": t, "d_model": d_model, "n_head": n_head},
+        (d_model, n_head, None, None),
+        {"weights": weights},
+        bytes_per_value,
+    )
     kept = 5 * batch * t * d_model * bytes_per_value  # X, Q, K, V, heads
     if weights:
         return kept + batch * n_head * t * t * bytes_per_value  # A
@@ -289,13 +299,14 @@ def bytes_moved(
     Its weights once, its input (and context, for cross-attention) and
     output, and the keys and values it reads, cached or projected.
     """
-    n_kv_head, d_head = check_sizes(
-        d_model, n_head, n_kv_head, batch=batch, tq=tq, tk=tk
+    sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
+    n_kv_head, d_head = checked(
+        {**sizes, "n_head": n_head},
+        (d_model, n_head, n_kv_head, None),
+        {"cached": cached},
+        bytes_per_value,
+        last=cached,
     )
-    _bytes_per_value(bytes_per_value)
-    _flag(cached, "cached")
-    if cached:
-        _queries_at_the_end(tq, tk, "a cached step adds tq to the cache")
     d_q, d_kv = n_head * d_head, n_kv_head * d_head
     weights = 2 * d_model * d_q + 2 * d_model * d_kv  # Wq, Wo; Wk, Wv
     context = 0 if cached or tq == tk else batch * tk * d_model

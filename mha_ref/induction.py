@@ -48,6 +48,7 @@ class AttentionOnly(nn.Module):
         x = self.embed(tokens) + self.pos_embed.weight[:t]  # (B, T, d)
         mask = torch_ref.causal_mask(t, device=tokens.device)  # (T, T)
         weights, heads = [], []
+        # --8<-- [start:forward-layers]
         for n, mha in enumerate(self.layers):
             q, k, v = mha.project(x)  # (B, H, T, dh) each
             z, w = torch_ref.attention(q, k, v, mask)  # (B, H, T, dh)
@@ -57,6 +58,7 @@ class AttentionOnly(nn.Module):
                 z = z * keep[n][:, None, None].to(z.dtype)
             # each layer adds Concat(heads) Wo to the residual stream
             x = x + mha.wo(mha.merge_heads(z))  # (B, T, d_model)
+            # --8<-- [end:forward-layers]
             weights.append(w)
             heads.append(z)
         # logits, (L, B, H, T, T) weights, (L, B, H, T, dh) head outputs
@@ -260,12 +262,14 @@ def copying(model, batch):
         z = heads[:, b, :, q]  # (N, L, H, dh): advanced indexing first
         scores = []
         for n, mha in enumerate(model.layers):
+            # --8<-- [start:copying-direct]
             # head h owns rows h * dh .. (h + 1) * dh of Wo (as x @ W)
             wo = mha.wo.weight.T.reshape(model.n_head, mha.d_head, -1)
             to_logits = wo @ model.unembed.weight.T  # (H, dh, vocab)
             direct = torch.einsum("nhc,hcv->nhv", z[:, n], to_logits)
             direct = direct - direct.mean(-1, keepdim=True)  # (N, H, V)
             picked = direct[torch.arange(len(b)), :, letter]  # (N, H)
+            # --8<-- [end:copying-direct]
             scores.append(picked.mean(dim=0))  # (H,)
     return torch.stack(scores)  # (L, H), in logits
     # --8<-- [end:copying]
@@ -305,10 +309,12 @@ def patching(model, clean, corrupted):
         restored = torch.zeros(n_layer, n_head)
         for n in range(n_layer):
             for h in range(n_head):
+                # --8<-- [start:patching-one-head]
                 patch = torch.zeros(n_layer, n_head, dtype=torch.bool)
                 patch[n, h] = True  # this one head from the clean run
                 got, _ = log_p(corrupted.tokens, patch, source)
                 restored[n, h] = (got - low) / (high - low)  # high != low
+                # --8<-- [end:patching-one-head]
     return restored
     # --8<-- [end:patching]
 

@@ -97,7 +97,7 @@ def state_dict_shapes(expected, given, strict=True, where="module"):
 
 def _forward_arrays(module, x, mask, positions, absorbed):
     # the guards of __call__: x, mask (B, H, T, T), positions (T,)
-    if not isinstance(absorbed, bool | np.bool_):
+    if not isinstance(absorbed, bool):  # as latent_torch: True or False
         raise TypeError(f"absorbed must be True or False, got {absorbed!r}")
     x, _ = checks.model_arrays(x, None, module.d_model)
     b, t, _ = x.shape
@@ -226,7 +226,9 @@ class MultiHeadLatentAttention:
 
         rope_interleave: the checkpoint pairs features (2i, 2i + 1);
         gathering evens then odds makes them the halves apply_rope
-        turns, as Hugging Face's apply_rotary_pos_emb_interleave does.
+        turns. Hugging Face's apply_rotary_pos_emb_interleave turns the
+        pairs in place and writes turned evens, then turned odds: the
+        same numbers in the same order (its docstring: bit-identical).
         """
         if self.rope_interleave:  # (x0, x1, x2, x3) -> (x0, x2, x1, x3)
             x = np.concatenate([x[..., 0::2], x[..., 1::2]], axis=-1)

@@ -60,8 +60,12 @@ class MultiHeadLatentAttention(nn.Module):
 
     DeepSeek-V2's MLA with Hugging Face's DeepseekV3Attention names:
     forward(x, mask, positions, absorbed) -> (y, weights). No YaRN: the
-    scale is (qk_nope_head_dim + qk_rope_head_dim) ** -0.5; a YaRN
-    checkpoint multiplies module.scale by yarn_mscale(...) ** 2.
+    scale is (qk_nope_head_dim + qk_rope_head_dim) ** -0.5 and the
+    rotary frequencies are plain RoPE's, so the module computes what
+    DeepSeek-V3 computes with rope_scaling off. YaRN changes both: it
+    multiplies the scale by yarn_mscale(...) ** 2, and it divides the
+    rotary frequencies of the slowest pairs by its factor and blends
+    the middle ones (transformers' _compute_yarn_parameters).
     """
 
     # --8<-- [start:mla-init]
@@ -156,7 +160,9 @@ class MultiHeadLatentAttention(nn.Module):
 
         rope_interleave: the checkpoint pairs features (2i, 2i + 1);
         gathering evens then odds makes them the halves apply_rope
-        turns, as Hugging Face's apply_rotary_pos_emb_interleave does.
+        turns. Hugging Face's apply_rotary_pos_emb_interleave turns the
+        pairs in place and writes turned evens, then turned odds: the
+        same numbers in the same order (its docstring: bit-identical).
         """
         if self.rope_interleave:  # (x0, x1, x2, x3) -> (x0, x2, x1, x3)
             x = torch.cat([x[..., 0::2], x[..., 1::2]], dim=-1)

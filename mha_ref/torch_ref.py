@@ -622,6 +622,8 @@ def library_forward(library, x, mask=None, context=None):
     if mask is not None:
         _check_mask(mask, (b, h, tq, tk))
         mask = mask.expand(b, h, tq, tk).reshape(b * h, tq, tk)
+        if b == 0:  # torch cannot split a (0, Tq, Tk) mask into heads
+            mask = mask.new_zeros(tq, tk)  # no sequence: nothing to block
     y, _ = library(x, context, context, attn_mask=mask, need_weights=False)
     return y  # (B, Tq, d_model)
     # --8<-- [end:library-forward]

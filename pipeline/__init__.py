@@ -1,20 +1,32 @@
-"""The generation step: every number, table and figure of the site.
+"""The machinery that turns the page scripts into the site's numbers.
 
-``python -m pipeline [--force] [--only PAGE] [--out DIR] [--watch]``
-runs each page's script (``scripts/<page>.py``) as the page's
-notebook, in parallel, skipping pages whose inputs did not change, and
-writes ``docs/generated/``: data, tables, figures, exports (collect.py)
-and the executed notebooks. Make runs it before ``mkdocs build`` and
-``mkdocs serve``; ``make serve`` runs it with ``--watch`` beside the
-server. ``python -m pipeline.check`` then checks that the pages agree
-with the code and the data, and ``python -m pipeline.postbuild SITE``
-typesets the math of a built site.
+The flow, one stage a file (the repository's README and docs/about.md
+describe it for a reader):
 
-build.py     which pages run (found, not declared), in parallel
-cache.py     a page's key: its script, what its notebook carries, runner,
-             package versions
-compose.py   a page's notebook: its sections, carried files, script cells
-notebooks.py executing it in a standalone kernel (zygote.py forks them)
-collect.py   what the cells glued -> the page's files
-check.py     pages against code and data, one line per problem
+config.py          what the pipeline reads from outside: the folders,
+                   what mkdocs.yml owns, the glue's MIME type
+pages.py           which pages exist, what they show and what their
+                   notebooks carry; mistakes found before any run
+notebook.py        composing a page's notebook (notebook_setup.py is
+                   its first cell, as a file)
+kernel.py          executing it in a kernel that sees no repository
+warm_kernels.py    those kernels, forked from one warm process
+page_data.py       what the cells glued -> the page's data, tables,
+                   figures and exports
+cache.py           page keys and records: the only file that knows a
+                   record's fields
+files.py           writing generated files atomically, when they change
+generation.py      generation: the pages that changed, side by side
+                   (``python -m pipeline``)
+page_linter.py     the pages agree with the code and the data
+                   (``python -m pipeline.check``, check.py)
+serve.py           ``make serve``: generation, the linter and the
+                   engine's server while you edit
+postbuild.py       after either engine: math typeset (typeset_math.py),
+                   each page's notebook offered, notebook pages in the
+                   site's look (notebook_html.py), plain math in the
+                   search index (search_index.py)
+serve_hook.py      the same post-build step under ``mkdocs serve``
+zensical.py        the second engine: its config, its extension, the
+                   notebook pages it reads
 """

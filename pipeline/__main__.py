@@ -4,7 +4,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from pipeline.build import Project, build
+from pipeline.generation import Project, generate
 
 
 def main(argv=None):
@@ -28,20 +28,28 @@ def main(argv=None):
         "--jobs", type=int, help="pages run at once (default: two per core)"
     )
     parser.add_argument(
+        "--traceback",
+        action="store_true",
+        help="a failing page script's whole traceback, not its last line",
+    )
+    parser.add_argument(
         "--watch",
         action="store_true",
-        help="after building, rebuild what an edit affects, until stopped",
+        help="after generating, regenerate what an edit affects, until "
+        "stopped (make serve does this beside the server)",
     )
     args = parser.parse_args(argv)
+    project = Project(out=args.out)
     if args.watch:
-        from pipeline.watch import watch
+        from pipeline.serve import watch
 
-        return watch(Project(out=args.out), jobs=args.jobs)
-    failed = build(
-        Project(out=args.out),
+        return watch(project, jobs=args.jobs, traceback=args.traceback)
+    failed = generate(
+        project,
         force=args.force,
         only=args.only,
         jobs=args.jobs,
+        traceback=args.traceback,
     )
     if failed:
         print(f"generation failed: {', '.join(failed)}", file=sys.stderr)

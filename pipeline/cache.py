@@ -1,18 +1,18 @@
-"""The generation cache: page keys, records and freshness.
+"""The generation cache: page keys and records. The only file that knows
+a record's fields.
 
 A page's key is the sha256 of its input files (its script, the files its
-notebook carries, the runner files; pipeline/build.py finds them), its
+notebook carries, the runner files; generation.py finds them), its
 recipe (the sections it shows), the package versions, the Python
 version, the platform and a device fingerprint (CUDA_VISIBLE_DEVICES and
 the GPUs the NVIDIA driver lists; torch is not imported for it). The key
 and the sha256 of each output go to ``.cache/generated/<page>.json``,
-written LAST; before a page runs its key is cleared, so an interrupted
-run leaves no valid key. A key whose outputs are missing or edited
-reruns the page. Files a page no longer writes, and the outputs of
-deleted pages, are removed.
+written LAST, with the seconds the page took; before a page's outputs
+are written its key is cleared, so an interrupted run leaves no valid
+key. A key whose outputs are missing or edited reruns the page. Files a
+page no longer writes, and the outputs of deleted pages, are removed.
 """
 
-import collections
 import functools
 import hashlib
 import importlib.metadata
@@ -22,12 +22,19 @@ import platform
 import sys
 from pathlib import Path
 
-from pipeline.output import atomic_write
+from pipeline.files import atomic_write
 
 KEY_VERSION = "mha-ref generated v2"  # bump when outputs change meaning
-PACKAGES = ("numpy", "torch", "matplotlib")  # versions in every key
-REPORT = "bench/report.json"
-TRAINED = "trained-heads"  # timed apart there (bench/build_times.py)
+# Versions in every key: what a page computes with, and what runs it.
+PACKAGES = (
+    "numpy",
+    "torch",
+    "matplotlib",
+    "jupytext",
+    "nbclient",
+    "nbformat",
+    "ipykernel",
+)
 
 
 # ------------------------------------------------------------- the key
@@ -94,54 +101,37 @@ def relative(project, path):
 # ------------------------------------------------------------- records
 
 
-def _record_path(project, name):
+def _path(project, name):
     return project.cache / f"{name}.json"
 
 
-def read_record(project, name):
+def _read(project, name):
     try:
-        return json.loads(_record_path(project, name).read_text())
+        return json.loads(_path(project, name).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 
 
-def write_record(project, name, key, outputs, seconds=None):
+def _write(project, name, key, outputs, seconds=None):
     record = {"key": key, "out": str(project.out), "outputs": outputs}
     if seconds is not None:  # how long it ran: the longest start first
         record["seconds"] = round(seconds, 1)
     atomic_write(
-        _record_path(project, name),
+        _path(project, name),
         json.dumps(record, sort_keys=True, indent=1) + "\n",
     )
 
 
-def last_seconds(project, name):
-    """How long the page took when it last ran here; on a fresh clone,
-    what the committed benchmark report measured (0 if neither)."""
-    seconds = (read_record(project, name) or {}).get("seconds")
-    return seconds if seconds is not None else _reported(project.root)[name]
+def _here(project, record):
+    """The record, if it describes outputs in this project's out folder."""
+    return record if record and record.get("out") == str(project.out) else {}
 
 
-@functools.cache
-def _reported(root):
-    """{page: seconds} of the last cold generation in bench/report.json
-    (`make bench`), so a cold build starts the slowest page first."""
-    seconds = collections.defaultdict(float)
-    try:
-        build = json.loads((root / REPORT).read_text())["build"]
-        for page, took in build["cold_pages_s"].items():
-            seconds[page] = took["median"]
-        seconds[TRAINED] = build["trained_heads"]["ran_s"]
-    except (OSError, ValueError, KeyError, TypeError):
-        pass  # no report, or an older one: every page counts as 0
-    return seconds
-
-
-def is_fresh(project, record, key):
-    """True when the record has this key and every output is intact."""
+def is_fresh(project, name, key):
+    """True when the page's record has this key and every output is
+    intact."""
+    record = _here(project, _read(project, name))
     if not record or record.get("key") != key:
-        return False
-    if record.get("out") != str(project.out):
         return False
     for relative_path, digest in record["outputs"].items():
         path = project.out / relative_path
@@ -150,21 +140,56 @@ def is_fresh(project, record, key):
     return True
 
 
+def outputs(project, name):
+    """The files (relative to the out folder) the page last wrote."""
+    return sorted(_here(project, _read(project, name)).get("outputs", {}))
+
+
+def last_seconds(project, name):
+    """How long the page took when it last ran here (None: never)."""
+    return (_read(project, name) or {}).get("seconds")
+
+
+def begin(project, name):
+    """Before a page's outputs change: its key is cleared (an
+    interrupted run leaves no valid key); its old outputs stay listed."""
+    old = _here(project, _read(project, name)).get("outputs", {})
+    _write(project, name, None, old, last_seconds(project, name))
+
+
+def store(project, name, key, written, seconds):
+    """After a page's outputs are written: the key, LAST. Outputs it no
+    longer writes are removed."""
+    old = set(outputs(project, name))
+    digests = {
+        r: sha256(project.out / r)
+        for r in written
+        if (project.out / r).is_file()
+    }
+    remove_outputs(project, old - set(written))
+    _write(project, name, key, digests, seconds)
+
+
+def failed(project, name, seconds):
+    """A page that failed keeps its last outputs, without a valid key,
+    and the time it took (so it starts early next time)."""
+    old = _here(project, _read(project, name)).get("outputs", {})
+    _write(project, name, None, old, seconds)
+
+
 def remove_outputs(project, relatives):
     for relative_path in relatives:
         (project.out / relative_path).unlink(missing_ok=True)
 
 
 def remove_orphans(project, names, say):
-    """Outputs and records of tasks that no longer exist."""
+    """Outputs and records of pages that no longer exist."""
     if not project.cache.is_dir():
         return
     for path in sorted(project.cache.rglob("*.json")):
         name = path.relative_to(project.cache).with_suffix("").as_posix()
         if name in names:
             continue
-        record = read_record(project, name) or {}
-        if record.get("out") == str(project.out):
-            remove_outputs(project, record.get("outputs", {}))
+        remove_outputs(project, outputs(project, name))
         path.unlink()
         say(f"  removed outputs of {name} (no such page)")

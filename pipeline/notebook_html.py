@@ -34,7 +34,7 @@ import posixpath
 import re
 from pathlib import Path
 
-from pipeline.collect import MIME as GLUE_MIME
+from pipeline import config
 
 DONE = '<meta name="mha-notebook" content="slim">'
 ARTICLE = re.compile(r"(<article\b.*?</article>)", re.S)
@@ -51,7 +51,7 @@ COPY_TEXT = re.compile(r'\s*<div class="clipboard-copy-txt"[^>]*>[^<]*</div>')
 CODE_CELL = re.compile(
     r'(<div class="highlight-ipynb[^"]*)("><pre>)(.*?)(</pre>)', re.S
 )
-# nbconvert writes <img ... src="data:..."/>, notebook_page.py "...">
+# nbconvert writes <img ... src="data:..."/>, zensical.py "...">
 SVG_IMG = re.compile(
     r'<img alt="[^"]*" src="data:image/svg\+xml;base64,([A-Za-z0-9+/=]+)"'
     r"\s*/?>"
@@ -64,13 +64,13 @@ def _key(svg_text):
 
 def glued_figures(notebooks):
     """{hash of a light SVG: (figure name, alt)} over every notebook."""
-    found = {}
+    found, glue_mime = {}, config.glue_mime()
     for path in sorted(Path(notebooks).glob("*.ipynb")):
         nb = json.loads(path.read_text(encoding="utf-8"))
         for cell in nb.get("cells", []):
             for output in cell.get("outputs", []):
                 data = output.get("data", {})
-                record = data.get(GLUE_MIME)
+                record = data.get(glue_mime)
                 if not isinstance(record, dict) or "image/svg+xml" not in data:
                     continue
                 if record.get("kind") != "figure":

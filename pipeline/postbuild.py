@@ -22,37 +22,24 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 
+from pipeline import config
 from pipeline.notebook_html import slim_notebook_pages
 from pipeline.search_index import plain_math_in_search_index
-from pipeline.typeset_math import MathError, Typesetter, typeset_site
+from pipeline.typeset_math import (
+    FORMULA_CACHE,
+    MathError,
+    Typesetter,
+    typeset_site,
+)
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS = ROOT / "docs/generated/notebooks"
-# Formulas typeset by earlier builds (keyed by KaTeX's own bytes).
-FORMULA_CACHE = ROOT / ".cache/katex-formulas.json"
-COLAB = "https://colab.research.google.com/github/"
-# The deploy workflow publishes the executed notebooks to this branch of
-# the repository (generated files are never committed on main).
-NOTEBOOK_BRANCH = "notebooks"
+NOTEBOOKS = config.ROOT / config.GENERATED / config.NOTEBOOKS
 
 
-def colab_base(repo_url, branch=NOTEBOOK_BRANCH):
-    """Colab's URL prefix for the notebooks of a GitHub repository.
-
-    >>> colab_base("https://github.com/o/r")
-    'https://colab.research.google.com/github/o/r/blob/notebooks/'
-    >>> colab_base(None) is None, colab_base("https://gitlab.com/o/r")
-    (True, None)
-    """
-    if not repo_url:
-        return None
-    parts = urlsplit(repo_url)
-    repo = parts.path.strip("/").removesuffix(".git")
-    if parts.netloc.lower() != "github.com" or repo.count("/") != 1:
-        return None  # Colab opens notebooks from GitHub only
-    return f"{COLAB}{repo}/blob/{branch}/"
+def colab_base(repo_url):
+    """Colab's URL prefix for the notebooks of a GitHub repository (the
+    site glue, macros.py, defines it for the notebook pages' button)."""
+    return config.site_glue().colab_base(repo_url)
 
 
 def notebook_line(name, repo_url):

@@ -21,8 +21,12 @@ import json
 import re
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-KATEX = ROOT / "docs/assets/katex/katex.min.js"
+from pipeline import config
+
+KATEX = config.ROOT / config.DOCS / "assets/katex/katex.min.js"
+# Formulas typeset by earlier builds (keyed by KaTeX's own bytes): the
+# post-build step, the server's and the page linter share it.
+FORMULA_CACHE = config.ROOT / config.CACHE / "katex-formulas.json"
 FORMULA = re.compile(
     r'<(?P<tag>span|div) class="arithmatex">'
     r"\s*\\(?P<open>[(\[])(?P<tex>.*?)\\[)\]]\s*</(?P=tag)>",

@@ -596,7 +596,6 @@ glue.table(
     [
         "model",
         "layers",
-        "query heads",
         "K, V heads x size",
         "KiB per token",
         f"GiB at {context:,} tokens",
@@ -606,7 +605,6 @@ glue.table(
         [
             r["model"],
             str(r["n_layer"]),
-            str(r["n_head"]),
             r["cached"],
             fmt(r["kib_per_token"], 4),
             fmt(r["gib_context"], 3),
@@ -614,7 +612,7 @@ glue.table(
         ]
         for r in kv_rows
     ],
-    "lrrlrrl",
+    "lrlrrl",
 )
 
 # %% [markdown]
@@ -679,7 +677,23 @@ for kind, t in (("prefill", 4096), ("decode", 4096), ("decode, B = 64", 4096)):
             "side": "compute" if intensity > gpu_ridge else "bandwidth",
         }
     )
-by_kind = {(p["kind"], p["t"]): p for p in points}
+# a GPU the benchmark found (a lent machine) is measured, not specified
+cuda = bench.get("cuda")
+gpu_measured = {
+    "present": cuda is not None,
+    "device": cuda["device"] if cuda else "",
+    "peak_tflops": cuda["peak_gflops"] / 1e3 if cuda else 0.0,
+    "bandwidth_tbps": cuda["bandwidth_gbs"] / 1e3 if cuda else 0.0,
+    "points": [
+        {
+            "kind": p["kind"],
+            "t": p["t"],
+            "intensity": p["flops"] / p["bytes"],
+            "tflops": p["flops"] / p["seconds"] / 1e12,
+        }
+        for p in (cuda["points"] if cuda else [])
+    ],
+}
 roofline = glue.value(
     "roofline",
     {
@@ -700,6 +714,7 @@ roofline = glue.value(
         ],
         # what stays in the CPU's largest cache between rounds
         "llc_mib": cpu["last_level_cache_bytes"] / 2**20,
+        "copy_mib": cpu["copy_bytes"] / 2**20,
         "weights_mib": 4 * 4 * layer_shape["d_model"] ** 2 / 2**20,
         "longest_cache_mib": cost.kv_cache_bytes(
             1,
@@ -710,20 +725,31 @@ roofline = glue.value(
         )
         / 2**20,
         "commit": bench["environment"]["commit"],
+        # the machine's 1-minute load when the run began, and its cores
+        "load": bench["environment"]["load_average_at_start"][0],
+        "cores": bench["environment"]["cores_available"],
         "torch": bench["environment"]["torch"],
         "gpu": {
             **spec,
             "ridge": gpu_ridge,
             "points": {p["kind"]: p for p in gpu_points},
         },
-        "measured_gpu": "cuda" in bench,
+        "measured_gpu": gpu_measured,
     },
 )
 KIND_LABEL = {
     "prefill": "prefill",
-    "decode": "decoding step (reference)",
-    "decode_sdpa": "decoding step (SDPA)",
+    "decode": "step, reference",
+    "decode_sdpa": "step, SDPA",
 }
+
+
+def ms(value):
+    """Milliseconds, 3 significant digits, whole above 100: 5.39, 2,686."""
+    millis = 1e3 * value
+    return f"{millis:,.0f}" if millis >= 100 else fmt(millis, 3)
+
+
 glue.table(
     "cost-roofline",
     [
@@ -732,7 +758,6 @@ glue.table(
         "time (ms)",
         "FLOP / byte",
         "GFLOP/s",
-        "roof (GFLOP/s)",
         "share of roof",
         "bound by",
     ],
@@ -740,16 +765,15 @@ glue.table(
         [
             KIND_LABEL[p["kind"]],
             f"{p['t']:,}",
-            fmt(p["ms"], 3),
+            ms(p["ms"] / 1e3),
             fmt(p["intensity"], 3),
             fmt(p["gflops"], 3),
-            fmt(p["roof_gflops"], 3),
             fmt(p["share_of_roof"], 2),
             p["side"],
         ]
         for p in points
     ],
-    "lrrrrrrl",
+    "lrrrrrl",
 )
 
 
@@ -758,9 +782,10 @@ def draw_roofline(fig, theme):
     grid = np.logspace(-1.5, 3.5, 200)  # FLOP/byte
     for c, style in zip(cpu["peak_gflops"], ("-", "--"), strict=False):
         top = cpu["peak_gflops"][c] * 1e9
+        slope = cpu["bandwidth_gbs"][c] * 1e9  # that many threads' copy
         here.plot(
             grid,
-            np.minimum(top, bandwidth * grid) / 1e9,
+            np.minimum(top, slope * grid) / 1e9,
             style,
             color=theme.text,
             linewidth=1.2,
@@ -779,7 +804,7 @@ def draw_roofline(fig, theme):
     here.axvline(ridge, color=theme.muted, linestyle=":")
     here.set_title("This CPU, float32 (measured)")
     here.set_ylabel("GFLOP/s (log scale)")
-    here.legend(loc="lower right", fontsize=8)
+    here.legend(loc="lower right", fontsize=7)
     ggrid = np.logspace(-0.5, 4, 200)
     gpu.plot(
         ggrid,
@@ -797,10 +822,27 @@ def draw_roofline(fig, theme):
             color=theme.series[series],
             label=f"{p['kind']}, T = {p['t']:,}",
         )
+    if gpu_measured["present"]:  # the lent GPU's own roof and points
+        top = gpu_measured["peak_tflops"] * 1e12
+        slope = gpu_measured["bandwidth_tbps"] * 1e12
+        gpu.plot(
+            ggrid,
+            np.minimum(top, slope * ggrid) / 1e12,
+            "--",
+            color=theme.muted,
+            label=f"{gpu_measured['device']} (measured)",
+        )
+        gpu.plot(
+            [p["intensity"] for p in gpu_measured["points"]],
+            [p["tflops"] for p in gpu_measured["points"]],
+            "x",
+            color=theme.series[3],
+            label="the layer, measured",
+        )
     gpu.axvline(gpu_ridge, color=theme.muted, linestyle=":")
     gpu.set_title(f"{spec['name']}, bf16 (specification)")
     gpu.set_ylabel("TFLOP/s (log scale)")
-    gpu.legend(loc="lower right", fontsize=8)
+    gpu.legend(loc="upper left", fontsize=8)
     for ax in (here, gpu):
         ax.set_xscale("log")
         ax.set_yscale("log")

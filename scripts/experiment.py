@@ -429,11 +429,15 @@ def draw(fig, theme):
         tol = tolerance[dtype]
         colour = theme.series[DTYPES.index(dtype)]
         ax.axhline(tol, ls="--", lw=1.2, color=colour)
-        ax.text(
-            len(PAIRS) - 0.45,
-            tol * 1.6,
+        # above its own line, never across it: offset in points from the
+        # line, bottom-aligned (a data offset on a log axis is not)
+        ax.annotate(
             f"{dtype} tolerance {fmt(tol)}",
+            (len(PAIRS) - 0.45, tol),
+            xytext=(0, 2.5),
+            textcoords="offset points",
             ha="right",
+            va="bottom",
             fontsize=8,
             color=colour,
         )

@@ -10,6 +10,7 @@
 # %%
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 import glue
 from mha_ref import kv_cache, latent_numpy, latent_torch, tolerances, torch_ref
@@ -42,6 +43,42 @@ for name, shape in shapes.items():
 glue.value("demo_weights", shapes)
 
 # %% [markdown]
+# ## One latent behind every head's keys and values
+#
+# Each head has its own $W_{UK}$ and $W_{UV}$, but all of them read the
+# same latent. Over 64 tokens, the content keys of all 4 heads side by
+# side (64 x 32) have the rank of the latent, 16; all keys and values
+# together (64 x 80) have rank 16 + 4, the latent and the shared key.
+
+# %%
+n_long = 64
+x_long = torch.randn(
+    1, n_long, demo["d_model"], generator=gen, dtype=torch.float64
+)
+c_long, k_rope_long = module.latents(x_long, torch.arange(n_long))
+k_long, v_long = module.expand_kv(c_long, k_rope_long)  # (1, H, T, .)
+
+
+def side_by_side(heads):
+    """(1, H, T, d) -> (T, H * d): every head's vectors of a token."""
+    return heads[0].transpose(0, 1).reshape(n_long, -1)
+
+
+content_keys = side_by_side(k_long[..., : demo["qk_nope_head_dim"]])
+keys_values = torch.cat([side_by_side(k_long), side_by_side(v_long)], -1)
+rank = glue.value(
+    "rank",
+    {
+        "tokens": n_long,
+        "content_columns": content_keys.shape[1],
+        "content_keys": torch.linalg.matrix_rank(content_keys),
+        "kv_columns": keys_values.shape[1],
+        "keys_values": torch.linalg.matrix_rank(keys_values),
+    },
+)
+print(rank)
+
+# %% [markdown]
 # ## Absorption: the two forms agree
 #
 # The naive form expands every head's key and value from the latent;
@@ -67,6 +104,50 @@ absorption = glue.value(
 print(absorption)
 
 # %% [markdown]
+# ## The absorbed form is multi-query attention
+#
+# Every head's absorbed query, $[q_C W_{UK};\ q_R]$, is $d_c + d_R$
+# wide; there is one key head $[c;\ k_R]$ and one value head $c$ for
+# all of them. PyTorch's `scaled_dot_product_attention` with
+# `enable_gqa=True` (one key/value head for 4 query heads), then
+# $W_{UV}$ and $W_O$, gives the naive output with `scale=module.scale`,
+# and another one with SDPA's default scale $1/\sqrt{d_c + d_R}$.
+
+# %%
+positions = torch.arange(T)
+q_nope, q_rope = module.queries(x, positions)  # (1, H, T, .)
+c_kv, k_rope = module.latents(x, positions)  # (1, T, .)
+w_uk, w_uv = module.up_projections()  # (H, d_nope | d_v, d_c)
+q_mqa = torch.cat([q_nope @ w_uk, q_rope], dim=-1)  # (1, H, T, d_c + d_R)
+k_mqa = torch.cat([c_kv, k_rope], dim=-1)[:, None]  # (1, 1, T, d_c + d_R)
+v_mqa = c_kv[:, None]  # (1, 1, T, d_c): one value head
+
+
+def mqa(scale=None):
+    """y of the absorbed form, its attention run by SDPA as MQA."""
+    out = F.scaled_dot_product_attention(
+        q_mqa,
+        k_mqa,
+        v_mqa,
+        attn_mask=~causal,  # SDPA's boolean mask: True = allowed
+        scale=scale,
+        enable_gqa=True,
+    )  # (1, H, T, d_c)
+    return module.output(out @ w_uv.transpose(-2, -1))  # (1, T, d_model)
+
+
+with torch.no_grad():
+    mqa_check = glue.value(
+        "mqa",
+        {
+            "width": q_mqa.shape[-1],
+            "module_scale": (mqa(module.scale) - y_naive).abs().max(),
+            "default_scale": (mqa() - y_naive).abs().max(),
+        },
+    )
+print(mqa_check)
+
+# %% [markdown]
 # ## Why RoPE on the content keys would forbid it
 #
 # Suppose RoPE turned the per-head keys $k_C = W_{UK} c$ themselves. The
@@ -75,20 +156,32 @@ print(absorption)
 # Both tries at folding differ from the exact score; only the key at
 # position 0, where the rotation is the identity, comes out right.
 
+#
+# Only the pairs a causal decoder scores count: key position $s \le t$.
+
 # %%
-positions = torch.arange(T)
 exact, as_cached, turned = latent_torch.rope_on_the_content_keys(
     module, x, positions
 )
-per_key = (as_cached - exact).abs().amax(dim=(0, 1, 2))  # (Tk,)
+
+
+def on_causal_pairs(scores):
+    """|scores| with the pairs s > t set to 0: (B, H, T, T)."""
+    return scores.abs().masked_fill(causal, 0.0)
+
+
+missed = on_causal_pairs(as_cached - exact)  # (B, H, T, T)
+per_key = missed.amax(dim=(0, 1, 2))  # (Tk,): worst over t >= s
+later_keys = missed[..., 1:][~causal[:, 1:].expand_as(missed[..., 1:])]
 rope_try = glue.value(
     "rope_try",
     {
-        "as_cached": (as_cached - exact).abs().max(),
-        "turned": (turned - exact).abs().max(),
-        "score_scale": exact.abs().max(),
+        "as_cached": per_key.max(),
+        "turned": on_causal_pairs(turned - exact).max(),
+        "score_scale": on_causal_pairs(exact).max(),
         "key_zero": per_key[0],
         "other_keys_least": per_key[1:].min(),
+        "later_keys_median": later_keys.median(),
         "per_key": per_key,
     },
 )
@@ -132,16 +225,19 @@ print(decode)
 # %% [markdown]
 # ## The cache per token of published models
 #
-# Bytes per token in 16-bit values (bfloat16), every layer, each
-# measured from a cache after a short decode: DeepSeek-V3's latent
-# cache (`latent_cache_bytes_per_token`, a module with its
-# `kv_lora_rank` and `qk_rope_head_dim`), the same heads caching their
-# own keys and values (`expanded_kv_bytes_per_token`), Llama 3 70B's
-# eight key/value heads of 128 (a `kv_cache.KVCache` after a decode
-# step of `torch_ref.MultiHeadAttention` with 8 heads of 128: its 64
-# query heads cache nothing more), and plain multi-head attention of
-# DeepSeek-V3's width (128 heads of 56: keys and values of that shape
-# in a `KVCache`).
+# Per token and layer MLA caches $d_c + d_R$ numbers, whatever the
+# number of heads. Bytes per token in 16-bit values (bfloat16), every
+# layer, each measured from a cache after a short decode: DeepSeek-V3's
+# latent cache (`latent_cache_bytes_per_token`, a module with its
+# `kv_lora_rank` and `qk_rope_head_dim`); multi-head attention as the
+# DeepSeek-V2 paper counts it, $2 n_h d_h$ (a `KVCache` of 128 heads of
+# 128); the naive form's expanded keys and values kept as they are,
+# the shared rotary key copied into every head
+# (`expanded_kv_bytes_per_token`); multi-head attention of
+# DeepSeek-V3's width (128 heads of 56); and Llama 3 70B's eight
+# key/value heads of 128 (a `kv_cache.KVCache` after a decode step of
+# `torch_ref.MultiHeadAttention` with 8 heads of 128: its 64 query
+# heads cache nothing more).
 
 # %%
 V3, v3_layers = latent_torch.DEEPSEEK_V3, latent_torch.DEEPSEEK_V3_LAYERS
@@ -173,98 +269,147 @@ def mha_bytes_per_token(n_head, d_head):
     return latent_torch.cache_bytes_per_token(cache)
 
 
-published = [
-    {
-        "name": "DeepSeek-V3 (MLA)",
-        "attention": f"{V3['kv_lora_rank']} + {V3['qk_rope_head_dim']}",
-        "layers": v3_layers,
-        "per_layer": latent_torch.latent_cache_bytes_per_token(V3),
-    },
-    {
-        "name": "V3 heads, own K and V",
-        "attention": f"{V3['n_head']} x "
-        f"({V3['qk_nope_head_dim'] + V3['qk_rope_head_dim']} + "
-        f"{V3['v_head_dim']})",
-        "layers": v3_layers,
-        "per_layer": latent_torch.expanded_kv_bytes_per_token(V3),
-    },
-    {
-        "name": f"MHA, width {V3['d_model']}",
-        "attention": f"{V3['n_head']} x ({V3['d_model'] // V3['n_head']}"
-        f" + {V3['d_model'] // V3['n_head']})",
-        "layers": v3_layers,
-        "per_layer": mha_bytes_per_token(
-            V3["n_head"], V3["d_model"] // V3["n_head"]
-        ),
-    },
-    {
-        "name": "Llama 3 70B (GQA)",
-        "attention": f"{llama['n_kv_head']} x ({llama['d_head']} + "
-        f"{llama['d_head']})",
-        "layers": llama["n_layer"],
-        "per_layer": gqa_bytes_per_token(llama["n_kv_head"], llama["d_head"]),
-    },
-]
-for row in published:
-    row["values_per_layer"] = row["per_layer"] // 2  # bfloat16: 2 bytes
-    row["per_token"] = row["per_layer"] * row["layers"]
-mla = published[0]["per_token"]
-for row in published:
+d_h = V3["v_head_dim"]  # the paper's per-head width d_h (= d_nope here)
+d_narrow = V3["d_model"] // V3["n_head"]  # 56: heads of MHA, same width
+rows = {
+    "mla": (
+        "DeepSeek-V3 (MLA)",
+        f"{V3['kv_lora_rank']} + {V3['qk_rope_head_dim']}",
+        v3_layers,
+        latent_torch.latent_cache_bytes_per_token(V3),
+    ),
+    "mha": (
+        f"MHA, {V3['n_head']} heads of {d_h}",
+        f"{V3['n_head']} x ({d_h} + {d_h})",
+        v3_layers,
+        mha_bytes_per_token(V3["n_head"], d_h),
+    ),
+    "expanded": (
+        "naive form's K, V kept",
+        f"{V3['n_head']} x ({V3['qk_nope_head_dim'] + V3['qk_rope_head_dim']}"
+        f" + {V3['v_head_dim']})",
+        v3_layers,
+        latent_torch.expanded_kv_bytes_per_token(V3),
+    ),
+    "mha_narrow": (
+        f"MHA, {V3['n_head']} heads of {d_narrow}",
+        f"{V3['n_head']} x ({d_narrow} + {d_narrow})",
+        v3_layers,
+        mha_bytes_per_token(V3["n_head"], d_narrow),
+    ),
+    "llama": (
+        "Llama 3 70B (GQA)",
+        f"{llama['n_kv_head']} x ({llama['d_head']} + {llama['d_head']})",
+        llama["n_layer"],
+        gqa_bytes_per_token(llama["n_kv_head"], llama["d_head"]),
+    ),
+}
+cache_rows = {}
+for key, (name, attention, layers, per_layer) in rows.items():
+    cache_rows[key] = {
+        "name": name,
+        "attention": attention,
+        "layers": layers,
+        "per_layer": per_layer,
+        "values_per_layer": per_layer // 2,  # bfloat16: 2 bytes
+        "per_token": per_layer * layers,
+    }
+mla = cache_rows["mla"]["per_token"]
+for row in cache_rows.values():
     row["times_mla"] = row["per_token"] / mla
-published = glue.value("published", published)
+cache_rows = glue.value("published", cache_rows)
 context = glue.value("context", 32768)  # tokens, one sequence
+# the same heads with their own content keys and values and one rotary
+# key shared by all: what MLA's heads would cache without the latent
+own = V3["n_head"] * (V3["qk_nope_head_dim"] + V3["v_head_dim"])
+own += V3["qk_rope_head_dim"]
+glue.value(
+    "cache_counts",
+    {
+        "d_h": d_h,
+        "own_values": own,
+        "own_times_mla": own / cache_rows["mla"]["values_per_layer"],
+        # DeepSeek-V2, Table 1: (d_c + d_R) l = GQA with n_g groups,
+        # 2 n_g d_h l, so n_g = (d_c + d_R) / (2 d_h)
+        "gqa_groups": (V3["kv_lora_rank"] + V3["qk_rope_head_dim"])
+        / (2 * d_h),
+    },
+)
 glue.table(
     "latent-cache",
-    [
-        "model",
-        "values per token and layer",
-        "layers",
-        "KiB per token",
-        f"GiB, {context:,} tokens",
-        "x MLA",
-    ],
+    ["model", "values per token, layer", "layers", "KiB per token", "x MLA"],
     [
         [
             r["name"],
             f"{r['attention']} = {r['values_per_layer']:,}",
             str(r["layers"]),
             f"{r['per_token'] / 1024:,.1f}",
-            f"{r['per_token'] * context / 2**30:,.2f}",
             f"{r['times_mla']:.1f}",
         ]
-        for r in published
+        for r in cache_rows.values()
     ],
-    "llrrrr",
+    "llrrr",
 )
 
 
 def draw_cache(fig, theme):
     ax = fig.subplots()
-    names = [r["name"] for r in published]
-    kib = [r["per_token"] / 1024 for r in published]
-    colours = [theme.series[0], theme.masked, theme.masked, theme.series[1]]
-    ax.barh(range(len(names)), kib, color=colours, height=0.6)
-    ax.set_yticks(range(len(names)), names)
+    shown = list(cache_rows.values())
+    kib = [r["per_token"] / 1024 for r in shown]
+    shipped = {"mla": theme.series[0], "llama": theme.series[1]}
+    colours = [shipped.get(key, theme.masked) for key in cache_rows]
+    ax.barh(range(len(shown)), kib, color=colours, height=0.6)
+    ax.set_yticks(range(len(shown)), [r["name"] for r in shown])
     ax.invert_yaxis()
+    ax.set_xscale("log")
     for i, value in enumerate(kib):
-        ax.text(value, i, f" {value:,.0f}", va="center", fontsize=9)
-    ax.set_xlabel("cache per token, all layers (KiB, bfloat16)")
-    ax.set_xlim(0, max(kib) * 1.18)
-    ax.grid(axis="x", alpha=0.4)
+        ax.text(value, i, f" {value:,.1f}", va="center", fontsize=9)
+    ax.set_xlabel("KiB per token, all layers, bfloat16 (log scale)")
+    ax.set_xlim(min(kib) / 2, max(kib) * 4)
+    ax.grid(axis="x", which="major", alpha=0.4)
     ax.set_axisbelow(True)
 
 
 glue.figure(
     "latent-cache-bytes",
     draw_cache,
-    figsize=(5.6, 2.6),
-    alt="Horizontal bars of cache kibibytes per token, all layers, "
-    "bfloat16: "
+    figsize=(4.6, 2.6),
+    alt="Horizontal bars on a logarithmic axis, cache kibibytes per "
+    "token over all layers in bfloat16: "
     + "; ".join(
-        f"{r['name']} ({r['attention']}): {r['per_token'] / 1024:,.0f}"
-        for r in published
+        f"{r['name']} ({r['attention']}): {r['per_token'] / 1024:,.1f}"
+        for r in cache_rows.values()
     )
-    + ".",
+    + ". DeepSeek-V3 and Llama 3 70B are coloured; the other three, "
+    "constructed for comparison, are grey.",
+)
+
+# %% [markdown]
+# ## DeepSeek-V2 against DeepSeek 67B
+#
+# The DeepSeek-V2 paper's 93.3% smaller KV cache than DeepSeek 67B
+# counts V2's cache quantized to about 6 bits a value (its §3.2.3).
+# With V2's 60 layers of 512 + 64 and 67B's 95 layers of 8 key/value
+# heads of 128 (DeepSeek LLM, Table 2), both measured in 16 bits:
+
+# %%
+V2 = {**V3, "d_model": 5120}  # the attention shapes of V3 but d_model
+# DeepSeek LLM 67B (DeepSeek LLM, Table 2): 95 layers, 8 K/V heads of 128
+v2_layers, d67_layers, d67_kv_heads, d67_head = 60, 95, 8, 128
+v2_token = latent_torch.latent_cache_bytes_per_token(V2) * v2_layers
+d67_token = gqa_bytes_per_token(d67_kv_heads, d67_head) * d67_layers
+glue.value(
+    "v2_vs_67b",
+    {
+        "v2_layers": v2_layers,
+        "d67_layers": d67_layers,
+        "d67_kv_heads": d67_kv_heads,
+        "d67_head": d67_head,
+        "v2_values": v2_token // 2,
+        "d67_values": d67_token // 2,
+        "smaller_16_bit": 1 - v2_token / d67_token,
+        "smaller_6_bit": 1 - v2_token * 6 / 16 / d67_token,
+    },
 )
 
 # %% [markdown]
@@ -298,8 +443,8 @@ per_key["cached_kv"] = parts["cached_kv"]["scores"] // v3_key + (
     parts["cached_kv"]["weighted_sum"] // v3_key
 )
 bytes_per_key = {
-    "absorbed": published[0]["per_layer"],
-    "cached_kv": published[1]["per_layer"],
+    "absorbed": cache_rows["mla"]["per_layer"],
+    "cached_kv": cache_rows["expanded"]["per_layer"],
 }
 flops = glue.value(
     "flops",
@@ -320,50 +465,80 @@ flops = glue.value(
         ),
     },
 )
+# the up-projections are different products in each form: their own rows
+expand, absorb = "up_projections", "absorb"
+for form in parts:
+    parts[form] = dict(parts[form])
+    parts[form][absorb] = parts[form].pop(expand) if form == "absorbed" else 0
+    parts[form].setdefault(expand, 0)
 labels = {
-    "queries": "queries: $W^{DQ}$, $W^{UQ}$, $W^{QR}$",
-    "latents": "latent and shared key: $W^{DKV}$, $W^{KR}$",
-    "up_projections": "up-projections: $W^{UK}$, $W^{UV}$",
+    "queries": "queries",
+    "latents": "latent, shared key",
+    expand: "expand latents to K, V",
+    absorb: "absorb $W^{UK}$, $W^{UV}$",
     "scores": "scores",
     "weighted_sum": "weighted sum",
-    "output": "output: $W^O$",
+    "output": "output $W^O$",
 }
+
+
+def mflop(n):
+    return f"{n / 1e6:,.1f}" if n else "–"
+
+
 glue.table(
     "latent-flops",
-    ["part", "naive (MFLOP)", "absorbed (MFLOP)", "cached K and V (MFLOP)"],
+    ["part (MFLOP)", "naive", "absorbed", "cached K, V"],
     [
-        [label]
-        + [
-            f"{parts[f][part] / 1e6:,.1f}"
-            for f in ("naive", "absorbed", "cached_kv")
-        ]
+        [label] + [mflop(parts[f][part]) for f in parts]
         for part, label in labels.items()
     ]
-    + [
-        ["total"]
-        + [
-            f"{totals[f] / 1e6:,.1f}"
-            for f in ("naive", "absorbed", "cached_kv")
-        ]
-    ],
+    + [["total"] + [mflop(totals[f]) for f in parts]],
     "lrrr",
 )
 print(totals)
+# absorption at run time, not merged into the weights: the products
+# W_UQ^T W_UK and W_O W_UV would be matrices of every head's d_c
+h, d_c, d_nope = V3["n_head"], V3["kv_lora_rank"], V3["qk_nope_head_dim"]
+glue.value(
+    "merged",
+    {
+        "query_merged": V3["q_lora_rank"] * h * d_c,
+        "query_separate": V3["q_lora_rank"] * h * d_nope + h * d_nope * d_c,
+        "output_merged": V3["d_model"] * h * d_c,
+        "output_separate": V3["d_model"] * h * V3["v_head_dim"]
+        + h * V3["v_head_dim"] * d_c,
+    },
+)
 
 # %% [markdown]
 # ## The scale, and YaRN's
 #
 # The softmax scale is $1/\sqrt{d_{nope} + d_{rope}}$, the number of
 # products in $q \cdot k$, in both forms: the absorbed form computes
-# the same scores through 576 numbers per key, not other ones. DeepSeek-V3
-# extends its context with YaRN (factor 40, `mscale_all_dim` 1.0 in
-# its published `rope_scaling`), and Hugging Face's `yarn_apply_mscale`
-# multiplies the scale by `yarn_get_mscale(40, 1.0)` squared.
+# the same scores through 576 numbers per key, not other ones.
+# DeepSeek-V3 extends its context with YaRN (factor 40, `mscale_all_dim`
+# 1.0 in its published `rope_scaling`): Hugging Face's
+# `yarn_apply_mscale` multiplies the scale by `yarn_get_mscale(40, 1.0)`
+# squared, and YaRN changes the rotary frequencies too. Pair $j$ of
+# $d_R / 2$ turns $L / \lambda_j$ times over the trained context
+# $L$ = 4,096 ($\lambda_j = 2\pi \cdot 10000^{2j/d_R}$, its wavelength):
+# more than `beta_fast` = 32 turns, its frequency is kept; fewer than
+# `beta_slow` = 1, it is divided by the factor; in between, blended.
 
 # %%
 d_qk = V3["qk_nope_head_dim"] + V3["qk_rope_head_dim"]
 # DeepSeek-V3's published rope_scaling (config.json): YaRN
-yarn = glue.value("yarn", {"factor": 40.0, "mscale_all_dim": 1.0})
+yarn = glue.value(
+    "yarn",
+    {
+        "factor": 40.0,
+        "mscale_all_dim": 1.0,
+        "original_max_position_embeddings": 4096,
+        "beta_fast": 32,
+        "beta_slow": 1,
+    },
+)
 mscale = latent_torch.yarn_mscale(yarn["factor"], yarn["mscale_all_dim"])
 glue.value(
     "scale",
@@ -379,6 +554,20 @@ glue.value(
         "yarn_scale": d_qk**-0.5 * mscale**2,
     },
 )
+pair = np.arange(V3["qk_rope_head_dim"] // 2)  # j = 0 .. d_R / 2 - 1
+wavelength = 2 * np.pi * 10000.0 ** (2 * pair / V3["qk_rope_head_dim"])
+turns = yarn["original_max_position_embeddings"] / wavelength
+kept, divided = turns > yarn["beta_fast"], turns < yarn["beta_slow"]
+yarn_pairs = glue.value(
+    "yarn_pairs",
+    {
+        "pairs": len(pair),
+        "kept": kept.sum(),
+        "divided": divided.sum(),
+        "blended": (~kept & ~divided).sum(),
+    },
+)
+print(yarn_pairs)
 with torch.device("meta"):  # shapes only: no memory for 187M weights
     v3_layer = latent_torch.MultiHeadLatentAttention(**V3)
 glue.value(
@@ -390,19 +579,19 @@ glue.value(
 )
 symbols = {
     "q_a_proj.weight": "$W^{DQ}$",
-    "q_a_layernorm.weight": "RMS norm gain of $c^Q$",
-    "q_b_proj.weight": "$W^{UQ}_i$ and $W^{QR}_i$, head by head",
-    "kv_a_proj_with_mqa.weight": "$W^{DKV}$, then $W^{KR}$",
-    "kv_a_layernorm.weight": "RMS norm gain of $c^{KV}$",
-    "kv_b_proj.weight": "$W^{UK}_i$ and $W^{UV}_i$, head by head",
+    "q_a_layernorm.weight": "gain of $c^Q$",
+    "q_b_proj.weight": "$W^{UQ}_i$, $W^{QR}_i$",
+    "kv_a_proj_with_mqa.weight": "$W^{DKV}$, $W^{KR}$",
+    "kv_a_layernorm.weight": "gain of $c^{KV}$",
+    "kv_b_proj.weight": "$W^{UK}_i$, $W^{UV}_i$",
     "o_proj.weight": "$W^O$",
 }
 glue.table(
     "latent-v3-weights",
-    ["Hugging Face name", "paper", "shape (out, in)", "parameters"],
+    ["weight", "paper", "shape", "parameters"],
     [
         [
-            f"`{name}`",
+            f"`{name.removesuffix('.weight')}`",
             symbols[name],
             " x ".join(str(n) for n in p.shape),
             f"{p.numel():,}",

@@ -9,6 +9,8 @@
 # `scores` and rerun.
 
 # %%
+import doctest
+
 import numpy as np
 
 import glue
@@ -62,6 +64,12 @@ with np.errstate(over="ignore", invalid="ignore"):
     naive = np.exp(big) / np.exp(big).sum()
 print("naive    :", naive)
 shifted = glue.value("shift_output", numpy_ref.softmax(big))
+
+# the examples in the softmax's docstring, which pytest runs as doctests
+examples = doctest.DocTestParser().get_examples(numpy_ref.softmax.__doc__)
+glue.value(
+    "softmax_doctests", [example.source.strip() for example in examples]
+)
 
 # %% [markdown]
 # ## Why the square root: measure it

@@ -355,13 +355,11 @@ print(alibi)
 alibi = glue.value("alibi", alibi)
 glue.table(
     "scores-alibi-slopes",
-    ["head h", *(str(h + 1) for h in range(12))],
-    [
-        ["ours, BLOOM, MPT", *(fmt(s, 3) for s in ours12)],
-        ["attention-gym", *(fmt(s, 3) for s in gym12)],
-    ],
-    "l" + "r" * 12,
+    ["head h", "ours, BLOOM, MPT", "attention-gym"],
+    [[str(h + 1), fmt(ours12[h], 3), fmt(gym12[h], 3)] for h in range(12)],
+    "rrr",
 )
+
 
 # %% [markdown]
 # ## Attention sinks

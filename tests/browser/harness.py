@@ -17,6 +17,9 @@ from urllib.parse import urlsplit
 # the server and Chromium's flags, shared with the benchmarks
 from bench.site_server import CHROMIUM_ARGS, serve  # noqa: F401
 
+# what a first view transfers, and which pages are a notebook's
+from bench.weight import Transfers, page_kind
+
 INSTALL_HINT = (
     "install Chromium: `apt-get install chromium` (or `make browser`)"
 )
@@ -53,13 +56,12 @@ def site_pages(site=SITE):
 
 def notebook_pages(site=SITE):
     """The pages that render a notebook: mkdocs-jupyter's jp-Notebook,
-    or (Zensical) the Markdown page with the notebook's download link."""
-    zensical = re.compile(r'<a download href="[^"]*\.ipynb"')
+    or (Zensical) the Markdown page with the notebook's download link
+    (bench.weight.page_kind)."""
     return [
         p
         for p in site_pages(site)
-        if "jp-Notebook" in (text := p.file.read_text("utf-8"))
-        or zensical.search(text)
+        if page_kind(p.file.read_text("utf-8")) == "notebook"
     ]
 
 
@@ -93,11 +95,13 @@ class Recorder:
 
     Every request URL (pages, workers, fonts...) is kept, and requests to
     any other host are aborted before they leave: the attempt is what
-    counts, and no test sends real traffic.
+    counts, and no test sends real traffic. ``transfers`` counts the
+    bytes of every response (bench.weight.Transfers).
     """
 
     def __init__(self, context, origin):
         self.origin = origin
+        self.transfers = Transfers(context)
         self.requests = []
         self.failed = []
         self.console_errors = []

@@ -369,3 +369,313 @@ def axe_problems(page, rules=None):
         f"e.g. {v['html']} {v['why']}"
         for v in found
     ]
+
+
+# ---- What issue 29 found a reader could not read: boxes that hide what
+# they hold without saying so, figures that vanish on a scheme, a title
+# that is not the page's name in the nav, code cut short, raw Python.
+
+# A box "hides" content when it scrolls sideways and holds more than it
+# shows; scroll-regions.js marks such a box (data-mha-more) and extra.css
+# draws its cue, a shadow under the edge past which content is hidden.
+_HIDING_BOXES = """
+const hiding = () => [...document.querySelectorAll(
+    ".md-content article *")].filter(el => {
+  if (el.scrollWidth <= el.clientWidth + 1 || !el.getClientRects().length)
+    return false;
+  const o = getComputedStyle(el).overflowX;
+  return o === "auto" || o === "scroll";
+});
+const what = el =>
+  el.matches("table, .md-typeset__scrollwrap, .md-typeset__table") ||
+    el.querySelector("table") ? "table" :
+  el.querySelector("img, svg:not(.katex svg)") ? "figure" :
+  el.matches(".katex-display") || el.querySelector(".katex") &&
+    !el.querySelector("pre, code") ? "formula" :
+  el.matches("pre, code") || el.querySelector("pre, code") ? "code" :
+  "content";
+"""
+
+
+def scroll_cue_problems(page, wait_ms=WAIT_MS):
+    """Every box that hides content past an edge shows a visible cue.
+
+    A table wider than its column, a figure wider than a phone: the box
+    scrolls, and the reader must see that it does (a shadow under the
+    edge, or a mask fading it out), on the side where content is hidden
+    (data-mha-more, set as the box scrolls). A box cut at a column or a
+    panel otherwise reads as the whole table or figure.
+    """
+    settle(
+        page,
+        f"""() => {{ {_HIDING_BOXES}
+          return hiding().every(el => el.hasAttribute("data-mha-more")); }}""",
+        wait_ms=wait_ms,
+    )
+    return page.evaluate(
+        f"""() => {{ {_HIDING_BOXES}
+        const found = [];
+        for (const el of hiding()) {{
+          const s = getComputedStyle(el);
+          const drawn = s.boxShadow !== "none" ||
+            (s.maskImage || s.webkitMaskImage || "none") !== "none";
+          const more = el.getAttribute("data-mha-more") || "";
+          const right = el.scrollLeft + el.clientWidth < el.scrollWidth - 1;
+          const text = el.textContent.replace(/\\s+/g, " ").trim()
+            .slice(0, 40) || (el.querySelector("img") || {{}}).alt || "";
+          const shown = `${{el.clientWidth}} of ${{el.scrollWidth}}px`;
+          if (!drawn || (right && !more.includes("right")))
+            found.push(`${{what(el)}} shows ${{shown}} with no cue that it ` +
+                       `scrolls: ${{text.slice(0, 40)}}`);
+        }}
+        return found;
+        }}"""
+    )
+
+
+# WCAG's contrast of two colours; any CSS colour, through a canvas.
+_CONTRAST_JS = """
+const ctx = document.createElement("canvas").getContext("2d");
+function rgba(colour) {
+  ctx.fillStyle = "#000"; ctx.fillStyle = colour;
+  const c = ctx.fillStyle;
+  if (c.startsWith("#"))
+    return [1, 3, 5].map(i => parseInt(c.slice(i, i + 2), 16)).concat(1);
+  const m = c.match(/[\\d.]+/g).map(Number);
+  return [m[0], m[1], m[2], m.length > 3 ? m[3] : 1];
+}
+function luminance([r, g, b]) {
+  const f = v => (v /= 255) <= 0.03928 ? v / 12.92 :
+                 ((v + 0.055) / 1.055) ** 2.4;
+  return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+}
+function contrast(a, b) {
+  const [x, y] = [luminance(a), luminance(b)].sort((p, q) => q - p);
+  return (x + 0.05) / (y + 0.05);
+}
+// the colour a transparent element is seen on: its first opaque box
+function backdrop(el) {
+  for (let e = el; e; e = e.parentElement) {
+    const c = rgba(getComputedStyle(e).backgroundColor);
+    if (c[3] > 0.5) return c;
+  }
+  return [255, 255, 255, 1];
+}
+"""
+
+
+def figure_text_problems(page):
+    """The text of every SVG figure shown reads on what is behind it.
+
+    For each displayed image whose source is an SVG (a file or a data:
+    URL), the colour most of its <text> is drawn in is set against the
+    figure's own background, or, where the figure is transparent, the
+    colour of the page behind it; below 3:1 its labels are unreadable
+    (a light variant, black labels, on the dark scheme: a notebook
+    page's figures before issue 29).
+    """
+    return page.evaluate(
+        f"""async () => {{ {_CONTRAST_JS}
+        const found = [];
+        const shown = [...document.querySelectorAll("article img")].filter(
+          i => i.getClientRects().length && i.complete &&
+               getComputedStyle(i).visibility !== "hidden" &&
+               /^data:image\\/svg|\\.svg([#?]|$)/.test(i.getAttribute("src")));
+        for (const img of shown) {{
+          let svg;
+          try {{
+            const text = await (await fetch(img.src)).text();
+            svg = new DOMParser().parseFromString(text, "image/svg+xml");
+          }} catch (error) {{ continue; }}
+          const fill = el => {{
+            for (let e = el; e && e.getAttribute; e = e.parentNode) {{
+              const m = (e.getAttribute("style") || "")
+                .match(/(?:^|;)\\s*fill:\\s*([^;]+)/);
+              if (m) return m[1].trim();
+              if (e.getAttribute("fill")) return e.getAttribute("fill");
+            }}
+            return "#000000";
+          }};
+          const counts = {{}};
+          for (const t of svg.querySelectorAll("text"))
+            if (t.textContent.trim())
+              counts[fill(t)] = (counts[fill(t)] || 0) + 1;
+          const colours = Object.keys(counts);
+          if (!colours.length) continue;
+          const ink = colours.sort((a, b) => counts[b] - counts[a])[0];
+          // matplotlib's figure patch: its own background, or none
+          const patch = svg.querySelector("#patch_1 path");
+          const own = patch && fill(patch);
+          const ground = own && own !== "none" && rgba(own)[3] > 0.5 ?
+            rgba(own) : backdrop(img);
+          const ratio = contrast(rgba(ink), ground);
+          if (ratio < 3) {{
+            const name = img.getAttribute("src").startsWith("data:") ?
+              "an inline SVG" : img.getAttribute("src").split("/").pop();
+            found.push(`figure text unreadable: ${{name}} draws its labels ` +
+                       `in ${{ink}} on rgb(${{ground.slice(0, 3)}}), ` +
+                       `contrast ${{ratio.toFixed(1)}}:1 (at least 3:1)`);
+          }}
+        }}
+        return found;
+        }}"""
+    )
+
+
+def code_width_problems(page, columns=79):
+    """Every code block shows `columns` columns without scrolling.
+
+    The package's lines are at most 79 columns (ruff), so a code block
+    of the text column that shows fewer cuts nearly every line: checked
+    at the desktop width, where the column has room (a notebook cell
+    beside its In [n] prompt, before issue 29, showed 62).
+    """
+    return page.evaluate(
+        """columns => {
+        const found = [];
+        const blocks = [...document.querySelectorAll(
+          ".md-content article pre > code")].filter(c =>
+            c.getClientRects().length &&
+            !c.closest(".admonition, details, .mha-control"));
+        for (const code of blocks) {
+          const s = getComputedStyle(code);
+          const probe = document.createElement("span");
+          probe.textContent = "0".repeat(columns);
+          probe.style.cssText = "position:absolute;visibility:hidden;" +
+            "white-space:pre;font:inherit";
+          code.appendChild(probe);
+          const need = probe.getBoundingClientRect().width;
+          probe.remove();
+          const room = code.clientWidth - parseFloat(s.paddingLeft) -
+                       parseFloat(s.paddingRight);
+          if (room + 1 < need) {
+            const first = code.textContent.trim().split("\\n")[0];
+            const shows = Math.floor(room / need * columns);
+            found.push(`code block shows ${shows} of ${columns} ` +
+                       `columns: ${first.slice(0, 50)}`);
+          }
+        }
+        return found;
+        }""",
+        columns,
+    )
+
+
+def title_problems(page):
+    """The page's title is its name in the nav: its <h1> and the nav
+    entry that leads to it say the same (a page not in the nav has
+    nothing to differ from)."""
+    found = page.evaluate(
+        """() => {
+        const squash = s => s.replace(/¶/g, "").replace(/\\s+/g, " ").trim();
+        const links = [...document.querySelectorAll(
+          ".md-nav--primary .md-nav__link--active")];
+        const h1 = document.querySelector(".md-content article h1");
+        if (!links.length || !h1) return null;
+        return {nav: squash(links[links.length - 1].textContent),
+                h1: squash(h1.textContent)};
+        }"""
+    )
+    if found is None or found["nav"] == found["h1"]:
+        return []
+    h1, nav = found["h1"], found["nav"]
+    return [f"title {h1!r} differs from its nav entry {nav!r}"]
+
+
+# Python's own spelling in prose: a bool, None, a formatted zero that
+# looks like a rounded small number, a zero with a sign.
+_RAW_PYTHON = r"""
+const SKIP = "pre, code, script, style, textarea, .katex, svg, " +
+             ".md-nav, .md-search, .md-footer, .highlight";
+const RAW = [
+  // a value printed, not a word discussed ("True = blocked" is fine):
+  // after a colon or "is", ending its clause
+  [/(?:[:=]|\b(?:is|are|was|were))\s+(True|False|None)(?=\s*([.,;)]|$))/,
+   "Python's"],
+  [/(?<![\w.])[-−]?0\.0+e[+-]?0+\b/, "a formatted zero"],
+  [/(?<![\w.−-])[-−]0(\.0+)?(?![\w.]|e[-+]?\d)/, "a signed zero"],
+];
+"""
+
+
+def raw_python_problems(page):
+    """No Python formatting in the text a reader reads: "passed: True",
+    "at most 0.00e+00" (bit for bit equal), "-0.0 points". Code,
+    formulas, figures and the site's chrome are not prose."""
+    return page.evaluate(
+        f"""() => {{ {_RAW_PYTHON}
+        const root = document.querySelector(".md-content article");
+        if (!root) return [];
+        const walker = document.createTreeWalker(root, NodeFilter.SHOW_TEXT);
+        const found = [];
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {{
+          const el = n.parentElement;
+          if (!el || el.closest(SKIP) || !el.getClientRects().length)
+            continue;
+          for (const [pattern, what] of RAW) {{
+            const m = n.textContent.match(pattern);
+            if (m) found.push(`${{what}} "${{m[0]}}" in the text: ` +
+              n.textContent.replace(/\\s+/g, " ").trim().slice(0, 70));
+          }}
+        }}
+        return found;
+        }}"""
+    )
+
+
+def notebook_problems(page):
+    """A notebook page as a reader meets it: no prompt counting from
+    where the hidden set-up cells left off (In [10] first), and no
+    glued value printed a second time as the cell's result (glue:
+    x = 0.0, then 0.0)."""
+    return page.evaluate(
+        r"""() => {
+        const found = [];
+        const root = document.querySelector(".md-content article");
+        if (!root) return found;
+        const prompts = [...root.querySelectorAll(".jp-InputPrompt")]
+          .filter(p => p.getClientRects().length)
+          .map(p => p.textContent.match(/\[(\d+)\]/))
+          .filter(Boolean);
+        if (prompts.length && prompts[0][1] !== "1")
+          found.push(`the first cell shows In [${prompts[0][1]}]`);
+        const norm = s => s.replace(/\bTrue\b/g, "true")
+          .replace(/\bFalse\b/g, "false").replace(/\bNone\b/g, "null")
+          .replace(/'/g, '"').replace(/\s+/g, "");
+        const blocks = [...root.querySelectorAll("pre")]
+          .filter(p => p.getClientRects().length);
+        blocks.forEach((pre, i) => {
+          const m = pre.textContent.trim().match(/^glue: (\w+) = (.+)$/);
+          const next = blocks[i + 1];
+          if (m && next && !m[2].endsWith(" ...") &&
+              norm(next.textContent) === norm(m[2]))
+            found.push(`glued value ${m[1]} printed twice: ${m[2]}`);
+        });
+        return found;
+        }"""
+    )
+
+
+def search_snippet_problems(page):
+    r"""No raw TeX (\(, \[, $$) in the search results a reader sees:
+    Material's list, or Zensical's in its shadow root."""
+    return page.evaluate(
+        r"""() => {
+        const RAW = /\\\(|\\\)|\\\[|\\\]|\$\$|\\[a-zA-Z]+\{/;
+        const texts = [];
+        const walk = root => {
+          for (const el of root.querySelectorAll(
+              ".md-search-result__item, ol[role=listbox] li, " +
+              "[role=option]"))
+            if (el.getClientRects().length) texts.push(el.textContent);
+          for (const el of root.querySelectorAll("*"))
+            if (el.shadowRoot) walk(el.shadowRoot);
+        };
+        walk(document);
+        return [...new Set(texts)]
+          .map(t => t.replace(/\s+/g, " ").trim())
+          .filter(t => RAW.test(t))
+          .map(t => `raw TeX "${t.match(RAW)[0]}" in a search result: ` +
+                    t.slice(0, 80));
+        }"""
+    )

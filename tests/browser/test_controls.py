@@ -554,7 +554,10 @@ OUT_OF_RANGE = {
         # one choice left (5 values, 4 cached): "must be 1", not the
         # "whole number from 1 to 1" it said
         (
-            {'input[data-option="cache"]': "4", 'input[data-option="new"]': "2"},
+            {
+                'input[data-option="cache"]': "4",
+                'input[data-option="new"]': "2",
+            },
             "New queries must be 1:",
         ),
     ],

@@ -356,3 +356,208 @@ def test_axe_problems_detects_serious_violations(synthetic):
 def test_axe_problems_none_on_a_clean_page(synthetic):
     page, _, _ = synthetic("<main><h1>Fine</h1><p>Plain text.</p></main>")
     assert pagecheck.axe_problems(page) == []
+
+
+# -- issue 29: what a reader could not read --------------------------------
+
+# scroll-regions.js's cue, as extra.css draws it: a shadow under an edge.
+CUE_CSS = """
+[data-mha-more] { box-shadow: inset -1.6em 0 1.2em -1.2em #0005 }
+.box { overflow-x: auto; width: 300px }
+"""
+WIDE_TABLE = (
+    '<div class="box"><table><tr>'
+    + "".join(f"<td>column {i} 5.96e-08</td>" for i in range(12))
+    + "</tr></table></div>"
+)
+
+
+def mark_cues(page):
+    """What scroll-regions.js does: mark each box hiding content."""
+    page.evaluate(
+        """() => document.querySelectorAll(".box").forEach(b => {
+          if (b.scrollWidth > b.clientWidth + 1)
+            b.setAttribute("data-mha-more", "right"); })"""
+    )
+
+
+def test_scroll_cue_problems_none_when_the_box_shows_its_cue(synthetic):
+    page, _, _ = synthetic(
+        f'<div class="md-content"><article>{WIDE_TABLE}</article></div>',
+        katex=False,
+        css=CUE_CSS,
+    )
+    mark_cues(page)
+    assert pagecheck.scroll_cue_problems(page, wait_ms=SHORT) == []
+
+
+def test_scroll_cue_problems_detects_a_cut_table_without_cue(synthetic):
+    """Drifted: a table wider than its column scrolls in its box, but
+    nothing tells the reader (the parity table at 1280 px)."""
+    page, _, _ = synthetic(
+        f'<div class="md-content"><article>{WIDE_TABLE}</article></div>',
+        katex=False,
+        css=".box { overflow-x: auto; width: 300px }",
+    )
+    problems = pagecheck.scroll_cue_problems(page, wait_ms=SHORT)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("table shows 300 of "), problems
+    assert "no cue that it scrolls: column 0 5.96e-08" in problems[0]
+
+
+def test_scroll_cue_problems_detects_a_figure_wider_than_a_phone(synthetic):
+    """Drifted: on a phone a 560 px figure scrolls in its paragraph and
+    its second panel is off the screen, with no cue."""
+    body = (
+        '<div class="md-content"><article><p class="box" '
+        'style="width:auto"><img src="fig-light.svg" alt="two panels" '
+        'style="width:560px;max-width:none"></p></article></div>'
+    )
+    page, _, _ = synthetic(
+        body, viewport=PHONE, katex=False, css=".box { overflow-x: auto }"
+    )
+    problems = pagecheck.scroll_cue_problems(page, wait_ms=SHORT)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("figure shows ")
+    assert problems[0].endswith("no cue that it scrolls: two panels")
+    # the cue on the box: fine
+    page.add_style_tag(content=CUE_CSS.replace("width: 300px", ""))
+    mark_cues(page)
+    assert pagecheck.scroll_cue_problems(page, wait_ms=SHORT) == []
+
+
+# matplotlib's way: a transparent figure patch, labels in one colour.
+def figure_svg(ink):
+    return (
+        '<svg xmlns="http://www.w3.org/2000/svg" width="200" height="60">'
+        '<g id="figure_1"><g id="patch_1"><path d="M0 0h200v60H0z" '
+        'style="fill: none"/></g>'
+        f'<text x="10" y="20" style="font-size: 10px; fill: {ink}">step</text>'
+        f'<text x="10" y="40" style="font-size: 10px; fill: {ink}">loss</text>'
+        "</g></svg>"
+    )
+
+
+def test_figure_text_problems_detects_light_variant_on_dark_page(
+    synthetic, tmp_path
+):
+    """Drifted: a notebook page showed the light variant (black labels,
+    transparent) on the dark scheme; the dark variant reads."""
+    (tmp_path / "light.svg").write_text(figure_svg("#1f1f1f"))
+    (tmp_path / "dark.svg").write_text(figure_svg("#e3e5ea"))
+    dark_page = "body { background: #1e2129 }"
+    page, _, _ = synthetic(
+        '<img src="light.svg" alt="light">', katex=False, css=dark_page
+    )
+    pagecheck.wait_for_images(page)
+    problems = pagecheck.figure_text_problems(page)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(
+        "figure text unreadable: light.svg draws its labels in #1f1f1f"
+    ), problems
+    page, _, _ = synthetic(
+        '<img src="dark.svg" alt="dark">', katex=False, css=dark_page
+    )
+    pagecheck.wait_for_images(page)
+    assert pagecheck.figure_text_problems(page) == []
+    # the light variant on a white ground of its own (notebook.css)
+    page, _, _ = synthetic(
+        '<img src="light.svg" alt="light" style="background:#fff">',
+        katex=False,
+        css=dark_page,
+    )
+    pagecheck.wait_for_images(page)
+    assert pagecheck.figure_text_problems(page) == []
+
+
+def test_code_width_problems_detects_a_cell_narrower_than_79_columns(
+    synthetic,
+):
+    """Drifted: a notebook's code cell beside its prompt shows about 60
+    of the package's 79 columns; the text column's full width shows
+    them all."""
+    line = "x" * 79
+    code = (
+        '<div class="md-content"><article>'
+        '<pre><code style="display:block;font:13px monospace;'
+        f'width:{{w}}px;overflow-x:auto">{line}</code></pre>'
+        "</article></div>"
+    )
+    page, _, _ = synthetic(code.format(w=420), katex=False)
+    problems = pagecheck.code_width_problems(page)
+    assert len(problems) == 1, problems
+    assert problems[0].startswith("code block shows ")
+    assert problems[0].endswith(f"of 79 columns: {'x' * 50}")
+    page, _, _ = synthetic(code.format(w=700), katex=False)
+    assert pagecheck.code_width_problems(page) == []
+
+
+NAV = (
+    '<nav class="md-nav md-nav--primary"><a class="md-nav__link '
+    'md-nav__link--active" href="."><span>{nav}</span></a></nav>'
+    '<div class="md-content"><article><h1>{h1}<a class="headerlink">¶</a>'
+    "</h1></article></div>"
+)
+
+
+def test_title_problems_detects_a_title_unlike_its_nav_entry(synthetic):
+    page, _, _ = synthetic(
+        NAV.format(nav="Tiled attention", h1="Going further: tiled attention"),
+        katex=False,
+    )
+    assert pagecheck.title_problems(page) == [
+        "title 'Going further: tiled attention' differs from its nav "
+        "entry 'Tiled attention'"
+    ]
+    page, _, _ = synthetic(
+        NAV.format(nav="Tiled attention", h1="Tiled attention"), katex=False
+    )
+    assert pagecheck.title_problems(page) == []
+
+
+def test_raw_python_problems_detects_python_formatting_in_prose(synthetic):
+    page, _, _ = synthetic(
+        '<div class="md-content"><article>'
+        "<p>All comparisons passed: True. They differ by at most "
+        "0.00e+00.</p><p>Removing it costs -0.0 points.</p>"
+        "<p>A mask holds True = blocked, like <code>x is None</code>; "
+        "the step is -0.5 and 1e-07.</p></article></div>",
+        katex=False,
+    )
+    problems = pagecheck.raw_python_problems(page)
+    assert [p.split(" in the text")[0] for p in problems] == [
+        'Python\'s ": True"',
+        'a formatted zero "0.00e+00"',
+        'a signed zero "-0.0"',
+    ], problems
+
+
+def test_notebook_problems_detects_prompt_ten_and_a_value_twice(synthetic):
+    cell = (
+        '<div class="md-content"><article>'
+        '<div class="jp-InputPrompt">In [10]:</div><pre>x = 1</pre>'
+        '<pre>glue: eps = {"float16": true, "n": null}</pre>'
+        "<pre>{'float16': True, 'n': None}</pre>"
+        "<pre>glue: rows = 3</pre><pre>print(rows)</pre>"
+        "</article></div>"
+    )
+    page, _, _ = synthetic(cell, katex=False)
+    assert pagecheck.notebook_problems(page) == [
+        "the first cell shows In [10]",
+        'glued value eps printed twice: {"float16": true, "n": null}',
+    ]
+
+
+def test_search_snippet_problems_detects_raw_tex(synthetic):
+    """Drifted: a search result's snippet shows the index's raw TeX."""
+    results = (
+        '<ol><li class="md-search-result__item">Rotation by '
+        "\\(m\\theta_i\\) keeps the norm</li>"
+        '<li class="md-search-result__item">Rotation by mθᵢ keeps the '
+        "norm</li></ol>"
+    )
+    page, _, _ = synthetic(results, katex=False)
+    assert pagecheck.search_snippet_problems(page) == [
+        'raw TeX "\\(" in a search result: Rotation by \\(m\\theta_i\\) '
+        "keeps the norm"
+    ]

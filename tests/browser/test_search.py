@@ -94,8 +94,9 @@ _SETTLED = """selector => {
 }"""
 
 
-def first_results(page, engine, queries):
-    """{query: path of the first result} as a reader gets them."""
+def first_results(page, engine, queries, after=None):
+    """{query: path of the first result} as a reader gets them;
+    ``after(query)`` runs once each query's results are in."""
     box = BOXES[engine]
     page.locator(box["open"]).locator("visible=true").first.click()
     found = {}
@@ -111,6 +112,8 @@ def first_results(page, engine, queries):
         )
         first = page.locator(box["result"]).first
         found[query] = urlsplit(first.evaluate("a => a.href")).path
+        if after is not None:
+            after(query)
     return found
 
 
@@ -124,6 +127,49 @@ def index_locations(site):
         doc["location"]
         for doc in data.get("docs", []) + (data.get("items", []))
     ]
+
+
+# Words next to formulas on the pages: their results' snippets hold the
+# formulas, as the index has them.
+FORMULA_QUERIES = ["rotation", "softmax", "scale", "gradient", "cache"]
+RAW_TEX = re.compile(r"\\\(|\\\[|\$\$")
+
+
+def test_search_index_holds_no_raw_tex(site_dir):
+    r"""The index's titles and texts carry formulas as text (mθᵢ), not
+    the raw TeX arithmatex wrote (\(m\theta_i\)): pipeline/
+    search_index.py rewrites them after the build."""
+    path, _ = index_locations(site_dir)
+    data = json.loads(path.read_text(encoding="utf-8"))
+    raw = [
+        f"{doc['location']}: {doc[field][m.start() - 20 : m.end() + 30]!r}"
+        for doc in data.get("docs", []) + data.get("items", [])
+        for field in ("title", "text")
+        for m in RAW_TEX.finditer(doc.get(field) or "")
+    ]
+    assert not raw, f"{len(raw)} raw formulas in {path.name}:\n" + "\n".join(
+        raw[:10]
+    )
+
+
+def test_search_snippets_show_no_raw_tex(site_dir, site_origin, open_page):
+    """What a reader sees under each result: no \\( or $$ (either
+    engine's search box)."""
+    zensical = (site_dir / "search.json").is_file()
+    page, recorder = open_page(site_origin)
+    page.goto(f"{site_origin}/", wait_until="load")
+    problems = []
+
+    def look(query):
+        problems.extend(
+            f"{query!r}: {p}" for p in pagecheck.search_snippet_problems(page)
+        )
+
+    first_results(
+        page, "zensical" if zensical else "material", FORMULA_QUERIES, look
+    )
+    problems += recorder.problems()
+    assert not problems, "\n".join(problems)
 
 
 def test_search_index_leaves_out_the_notebooks(site_dir):

@@ -4,14 +4,22 @@ Pages come from site/ itself (each **/index.html but 404), so a page
 added to the nav is checked without touching this file. Each page is
 loaded once, offline, and looked at in four states:
 
+- first view (the cold load itself): its bytes within the budget of a
+  text or a notebook page (bench/weight.py), a title that is its nav
+  entry, no Python formatting in the prose (True, 0.00e+00, -0.0), and
+  on a notebook page no In [10] first nor a glued value printed twice;
 - light scheme, desktop: HTTP 200, every formula typeset once, no raw
-  TeX, every figure loaded, the light figure variants shown, nothing cut
-  off, and every rule axe-core runs by default;
-- dark scheme, desktop: the dark variants shown; axe's colour contrast,
+  TeX, every figure loaded, the light figure variants shown, their text
+  legible on the page, nothing cut off, every box that hides content
+  showing that it scrolls, 79 columns in every code block, and every
+  rule axe-core runs by default;
+- dark scheme, desktop: the dark variants shown, their text legible
+  (a light variant's black labels vanish there); axe's colour contrast,
   which the scheme changes;
 - dark, then light scheme, phone (390 px): the variants again, nothing
-  scrolls sideways, and axe's scrollable-region-focusable (which boxes
-  scroll depends on the width);
+  scrolls sideways, a figure wider than the screen shows that it
+  scrolls, and axe's scrollable-region-focusable (which boxes scroll
+  depends on the width);
 - throughout: no request to another host, no failed request, no
   console error.
 
@@ -27,6 +35,8 @@ import harness
 import pagecheck
 import pytest
 from harness import DESKTOP, PHONE, SCREENSHOTS
+
+from bench.weight import budget_problems, page_kind
 
 pytestmark = pytest.mark.browser
 
@@ -47,6 +57,29 @@ def report(site_page, problems):
     return f"{site_page.name} ({site_page.path or '/'}):\n  {lines}"
 
 
+def test_site_follows_the_systems_dark_preference(
+    site_dir, site_origin, browser
+):
+    """A first visit from a system set to dark mode gets the dark scheme
+    (Material's palette media queries), and one set to light the light
+    one; the toggle then keeps the reader's choice."""
+    problems = []
+    for preference, scheme in (("dark", "slate"), ("light", "default")):
+        context = browser.new_context(color_scheme=preference)
+        try:
+            page = context.new_page()
+            page.goto(f"{site_origin}/", wait_until="load")
+            now = pagecheck.current_scheme(page)
+            if now != scheme:
+                problems.append(
+                    f"a system preferring {preference} gets {now!r}, not "
+                    f"{scheme!r}"
+                )
+        finally:
+            context.close()
+    assert not problems, "\n".join(problems)
+
+
 def test_site_has_notebook_page(site_dir):
     assert harness.notebook_pages(site_dir), (
         "no page in site/ renders a notebook (jp-Notebook)"
@@ -61,6 +94,12 @@ def test_page(site_page, site_origin, open_page):
     if response.status != 200:
         problems.append(f"HTTP {response.status}")
     html = response.text()
+    recorder.transfers.settle(page)  # the first view: what loaded by now
+    weight = recorder.transfers.total()
+    problems += budget_problems(page_kind(html), weight)
+    problems += pagecheck.title_problems(page)
+    problems += pagecheck.raw_python_problems(page)
+    problems += pagecheck.notebook_problems(page)
     problems += pagecheck.math_problems(page, html)
     problems += pagecheck.raw_tex_problems(page)
     problems += pagecheck.image_problems(page)
@@ -69,8 +108,13 @@ def test_page(site_page, site_origin, open_page):
         for n, (scheme, rules) in enumerate(schemes.items()):
             pagecheck.set_scheme(page, scheme)
             found = pagecheck.scheme_problems(page, scheme)
+            if viewport is DESKTOP:  # the same figures at every width
+                found += pagecheck.figure_text_problems(page)
             if n == 0:
                 found += pagecheck.overflow_problems(page)
+                found += pagecheck.scroll_cue_problems(page)
+            if n == 0 and viewport is DESKTOP:
+                found += pagecheck.code_width_problems(page)
             if rules != ():
                 found += pagecheck.axe_problems(page, rules)
             where = f"{viewport['width']}px {SCHEMES[scheme]}"

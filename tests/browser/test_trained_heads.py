@@ -214,6 +214,64 @@ def test_trained_heads_control_fails_with_a_wrong_scale(
     assert any("L0H0[" in p for p in problems), problems
 
 
+def predictable(tokens):
+    """The positions whose next letter a repeat determines: inside the
+    second copy of the longest segment (3 letters or more) that repeats
+    right after itself, but its last letter (the control's rule)."""
+    t = len(tokens)
+    for length in range(t // 2, 2, -1):
+        for start in range(t - 2 * length + 1):
+            first = tokens[start : start + length]
+            if first == tokens[start + length : start + 2 * length]:
+                return [
+                    start + length <= i < start + 2 * length - 1
+                    for i in range(t)
+                ]
+    return [False] * t
+
+
+def test_trained_heads_control_scores_only_the_predictable_positions(
+    site_origin, open_page, exported
+):
+    """The shaded cells are the positions the repeat determines, and the
+    status counts the model's right guesses among those alone."""
+    data, model = exported
+    page, _ = open_control(open_page, site_origin)
+    problems = []
+    rng = np.random.default_rng(11)
+    cases = [data["example"], "abcdefgh"] + [
+        random_letters(rng, data["letters"], data["t_max"]) for _ in range(8)
+    ]
+    every = np.ones((data["n_layer"], data["n_head"]), bool).tolist()
+    for letters in cases:
+        set_inputs(page, letters, every, data["names"], data["n_head"])
+        shaded = page.evaluate(
+            """root => [...document.querySelector(root).querySelectorAll(
+                 'table[data-role="predictions"] tbody tr:first-child td'
+               )].map(td => td.dataset.predictable === "true")""",
+            ROOT,
+        )
+        tokens = [data["letters"].index(c) for c in letters]
+        want = predictable(tokens)
+        if shaded != want:
+            problems.append(f"{letters}: shaded {shaded}, expected {want}")
+        _, guess, _ = expected(model, tokens, every)
+        right = sum(
+            guess[i] == tokens[i + 1] for i in range(len(tokens)) if want[i]
+        )
+        status = page.evaluate(_READ, ROOT)["status"]
+        says = (
+            f"predicts {right} of the {sum(want)} letters"
+            if any(want)
+            else "no next letter can be predicted"
+        )
+        if says not in status:
+            problems.append(f"{letters}: status {status!r} lacks {says!r}")
+    if not any(predictable([data["letters"].index(c) for c in cases[0]])):
+        problems.append("the page's example shows no predictable position")
+    assert not problems, "\n".join(problems)
+
+
 @pytest.mark.parametrize(
     ("typed", "says"),
     [

@@ -13,8 +13,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pipeline.check import PLACEHOLDER, _names, pages
-from pipeline.collect import glued_names
+from pipeline import config
+from pipeline.page_data import glued_names
+from pipeline.page_linter import PLACEHOLDER, _names, pages
 
 ROOT = Path(__file__).resolve().parents[2]
 FIGURE = re.compile(r"""figure\(\s*["']([\w-]+)["']\s*\)""")
@@ -82,7 +83,7 @@ def test_unglued_output_is_reported(tmp_path):
         nbformat.v4.new_output(
             "display_data",
             data={
-                "application/vnd.mha-ref.glue+json": {
+                config.glue_mime(): {
                     "name": "x",
                     "kind": "value",
                 }

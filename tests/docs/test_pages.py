@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from pipeline import check as pages
-from pipeline.check import ROOT
+from pipeline import page_linter as pages
+from pipeline.config import ROOT
 
 DATA = ROOT / "docs/generated/data"
 CHECKS = [

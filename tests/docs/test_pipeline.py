@@ -15,9 +15,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from pipeline import cache, compose
-from pipeline.build import Project, build, discover, stale
-from pipeline.collect import glued_names
+from pipeline import cache, pages
+from pipeline.generation import Project, discover, generate, stale
+from pipeline.page_data import glued_names
 
 pytestmark = pytest.mark.slow  # make fast skips it; make test runs it
 
@@ -73,7 +73,7 @@ def make_project(root):
 
 def run(project, **kwargs):
     log = []
-    failed = build(project, say=log.append, **kwargs)
+    failed = generate(project, say=log.append, **kwargs)
     ran = sorted(line.split()[1] for line in log if line.startswith("  ran"))
     return failed, ran, log
 
@@ -126,7 +126,7 @@ def test_notebook_names_each_output_and_links_its_page(built):
 
 
 def test_carried_files_are_found_import_by_import(built):
-    recipe = compose.page_notebooks(built.root)["alpha"]
+    recipe = pages.page_notebooks(built.root)["alpha"]
     assert recipe["files"] == [
         "mha_ref/__init__.py",
         "mha_ref/a.py",
@@ -167,7 +167,7 @@ def test_script_without_a_page_is_refused(tmp_path):
     failed, ran, log = run(project)
     assert failed == ["gamma"]
     assert ran == ["alpha", "beta"]  # the other pages still run
-    assert "scripts/gamma.py: no page docs/gamma.md" in "\n".join(log)
+    assert "scripts/gamma.py:1: no page docs/gamma.md" in "\n".join(log)
 
 
 def test_repository_edit_makes_exactly_its_carriers_stale(tmp_path):
@@ -183,9 +183,8 @@ def test_repository_edit_makes_exactly_its_carriers_stale(tmp_path):
     tasks = discover(project)
     before = {t.name: t for t in tasks}
     for task in tasks:  # pretend every page was just generated
-        cache.write_record(
-            project, task.name, cache.task_key(project, task), {}
-        )
+        key = cache.task_key(project, task)
+        cache.store(project, task.name, key, [], 1.0)
     assert stale(project) == []
     edited = "mha_ref/kv_cache.py"
     path = root / edited

@@ -23,7 +23,7 @@ import pytest
 
 from bench.build_times import copy_repo
 from pipeline import cache
-from pipeline.build import Project, discover
+from pipeline.generation import Project, discover
 
 ROOT = Path(__file__).resolve().parents[2]
 LEFT_OUT = {"trained-heads"}  # see above
@@ -70,9 +70,7 @@ def test_two_clean_generations_are_byte_identical(tmp_path):
     left_out = {  # the files the pages left out wrote here
         relative
         for page in LEFT_OUT
-        for relative in (cache.read_record(Project(), page) or {}).get(
-            "outputs", {}
-        )
+        for relative in cache.outputs(Project(), page)
     }
     folders = {str(Path(r).parent) for r in left_out}  # only theirs
     differ = sorted(set(differing_files(here, there)) - left_out - folders)

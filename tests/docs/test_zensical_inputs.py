@@ -1,12 +1,11 @@
 """What Zensical reads besides docs/: its derived config and the
-notebook pages (pipeline/zensical.py, pipeline/notebook_page.py)."""
+notebook pages (pipeline/zensical.py)."""
 
 import markdown
 import nbformat
 import yaml
 
-from pipeline.notebook_page import notebook_markdown
-from pipeline.zensical import Loader, derive
+from pipeline.zensical import Loader, derive, notebook_page
 
 MKDOCS_YML = """\
 site_name: x
@@ -64,7 +63,7 @@ def test_notebook_markdown_shows_cells_outputs_and_source_links():
     nb.cells[1].outputs = [
         nbformat.v4.new_output("stream", name="stdout", text="4\n")
     ]
-    page = notebook_markdown(nb, "x.ipynb", "generated/notebooks/x/")
+    page = notebook_page(nb, "x.ipynb", "generated/notebooks/x/")
     assert page.split("\n\n") == [
         "---\nrender_macros: false\nsearch:\n  exclude: true\n---",
         "# Title",

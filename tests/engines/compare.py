@@ -13,7 +13,7 @@ The notebook page is the one page the engines render differently:
 mkdocs-jupyter draws the notebook (cells, prompts, a download button)
 and leaves its math as $...$ for KaTeX in the browser; Zensical renders
 the Markdown page the generation step writes from the same executed
-notebook (pipeline/notebook_page.py), math typeset at build time. Its
+notebook (pipeline/zensical.py, notebook_page), math typeset at build time. Its
 parts are read so both give the same kind of thing: prompts and the
 download button are left out, and the $...$ of mkdocs-jupyter's cells
 become its math.

@@ -2,7 +2,7 @@
 
 The generation step executes every docs/generated/notebooks/<page>.ipynb
 once, in an empty folder, with a kernel that cannot import the
-repository (pipeline/notebooks.py, standalone_kernel_argv); the numbers
+repository (pipeline/kernel.py, standalone_kernel_argv); the numbers
 the page shows come from that run. These tests do not run the notebooks
 again: one shows that kernel really is cut off from the repository (a
 notebook of two cells, run as the generation runs one), the others that
@@ -20,8 +20,8 @@ REPO = Path(__file__).resolve().parents[2]
 NOTEBOOKS = REPO / "docs" / "generated" / "notebooks"
 sys.path.insert(0, str(REPO))  # pipeline, when run as a lone file
 
-from pipeline.compose import page_notebooks  # noqa: E402
-from pipeline.notebooks import _execute  # noqa: E402
+from pipeline.kernel import execute  # noqa: E402
+from pipeline.pages import page_notebooks  # noqa: E402
 
 BEFORE = """\
 import importlib.util, os, sys
@@ -78,7 +78,7 @@ def test_generation_kernel_cannot_import_the_repository(tmp_path):
         nbformat.v4.new_code_cell(carry + "\nimport mha_ref\nmha_ref.MINE"),
         nbformat.v4.new_code_cell(AFTER),
     ]
-    _execute(nb, cwd=tmp_path)  # CellExecutionError names the cell
+    execute(nb, cwd=tmp_path)  # CellExecutionError names the cell
     assert nb.cells[0].outputs[0]["text"].startswith("no mha_ref before")
     shown = nb.cells[2].outputs[0]["text"]
     assert shown.startswith(f"mha_ref from {tmp_path.resolve()}"), shown

@@ -289,6 +289,67 @@ def test_patching_is_zero_for_a_head_that_writes_nothing(model, batch):
     assert restored[1, 3].item() == pytest.approx(0.0, abs=1e-12)
 
 
+def test_accuracy_patching_zeros_equals_removing(model, batch):
+    """A patch from an all-zero source is a zero ablation; a mean
+    ablation patches the mean output instead."""
+    _, _, heads = model(batch.tokens)
+    patch = all_heads(model, False)
+    patch[0, 1] = patch[1, 2] = True
+    keep = ~patch
+    zeros = torch.zeros_like(heads)
+    assert induction.accuracy(
+        model, batch, patch=patch, source=zeros
+    ) == induction.accuracy(model, batch, keep=keep)
+    nothing = all_heads(model, False)
+    assert induction.accuracy(
+        model, batch, patch=nothing, source=heads
+    ) == induction.accuracy(model, batch)
+
+
+# -- copying: a head's direct effect on the logits ------------------------
+
+
+def centred_right_logit(model, batch, keep=None):
+    """The centred logit of the letter after the earlier copy, at every
+    query that can copy, by the model's own forward."""
+    logits, _, _ = model(batch.tokens, keep=keep)
+    b, q = torch.nonzero(batch.copy_from >= 0, as_tuple=True)
+    letter = batch.tokens[b, batch.copy_from[b, q]]
+    centred = logits[b, q] - logits[b, q].mean(-1, keepdim=True)
+    return centred[torch.arange(len(b)), letter]
+
+
+def test_copying_of_a_last_layer_head_is_what_removing_it_costs(model, batch):
+    """In the last layer a head's direct effect is its whole effect: the
+    centred logit falls by exactly its copying score when it goes."""
+    scores = induction.copying(model, batch)
+    with torch.no_grad():
+        every = centred_right_logit(model, batch)
+        for h in range(model.n_head):
+            keep = all_heads(model, True)
+            keep[1, h] = False
+            lost = every - centred_right_logit(model, batch, keep)
+            assert scores[1, h].item() == pytest.approx(
+                lost.mean().item(), abs=1e-10
+            )
+
+
+def test_copying_is_zero_for_a_head_that_writes_nothing(model, batch):
+    with torch.no_grad():  # head (0, 1) writes 0 into the residual
+        dh = model.layers[0].d_head
+        model.layers[0].wo.weight[:, dh : 2 * dh] = 0.0
+    scores = induction.copying(model, batch)
+    assert scores.shape == (2, 4)
+    assert scores[0, 1].item() == 0.0
+    assert scores.abs().sum().item() > 0
+
+
+def test_copying_refuses_a_batch_with_nothing_to_copy(model, batch):
+    none = batch._replace(copy_from=torch.full_like(batch.copy_from, -1))
+    with pytest.raises(ValueError, match="no query that can copy"):
+        induction.copying(model, none)
+
+
 # -- training ------------------------------------------------------------
 
 

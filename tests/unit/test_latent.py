@@ -373,3 +373,19 @@ def test_latent_cache_bytes_per_token_refuses_other_arguments():
         latent_torch.latent_cache_bytes_per_token(
             {**latent_torch.DEEPSEEK_V3, "qk_rope_head_dim": 63}
         )
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_mla_on_cuda_matches_cpu(dtype):
+    module = random_mla(q_lora_rank=7).to(dtype)
+    x = random_x().to(dtype)
+    want = module(x, torch_ref.causal_mask(7))[0]
+    gpu = module.to("cuda")
+    tol = {"atol": atol(dtype), "rtol": 0}
+    for absorbed in (False, True):
+        got = latent_torch.cached_latent_forward(
+            gpu, x.cuda(), [3, 1, 1, 2], absorbed
+        )
+        torch.testing.assert_close(got.cpu(), want, **tol)

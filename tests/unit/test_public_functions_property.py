@@ -31,7 +31,7 @@ import mha_ref
 from mha_ref import induction, numpy_ref, torch_ref
 
 EXAMPLES = settings(
-    max_examples=10,
+    max_examples=8,
     deadline=None,
     database=None,
     derandomize=True,  # the same examples on every run
@@ -137,7 +137,7 @@ def mha64(module, x, mask=None, context=None, positions=None):
         b_, t, width = y.shape  # B may be 0: no -1 in the reshape
         return y.reshape(b_, t, width // dh, dh).transpose(0, 2, 1, 3)
 
-    q, k, v = project(x, wq, bq), project(context, wk, bk)
+    q, k = project(x, wq, bq), project(context, wk, bk)
     v = project(context, wv, bv)
     if module.rope:
         pos = range(x.shape[1]) if positions is None else positions
@@ -153,11 +153,25 @@ def mha64(module, x, mask=None, context=None, positions=None):
 # -- strategies: random inputs, good and bad ------------------------------
 
 
+def faulty(data):
+    """Whether this example may hold bad input: one in three do."""
+    if not hasattr(data, "faulty"):
+        data.faulty = data.draw(st.integers(0, 2), label="faulty") == 0
+    return data.faulty
+
+
+def pick(data, good, *bad):
+    """good; in a faulty example, one of bad half of the time."""
+    if not bad or not faulty(data):
+        return good
+    return data.draw(st.sampled_from([good] * len(bad) + list(bad)))
+
+
 def normal(data, shape, nan=True):
-    """Standard normal float64 values; now and then a NaN."""
+    """Standard normal float64 values; a NaN in some faulty examples."""
     seed = data.draw(st.integers(0, 2**16), label="seed")
     values = np.random.default_rng(seed).standard_normal(shape)
-    if nan and values.size and data.draw(st.integers(0, 9)) == 0:
+    if nan and values.size and pick(data, False, True):
         values.flat[0] = np.nan
     return values
 
@@ -174,10 +188,11 @@ def qkv_shapes(data):
     grouped, sometimes empty or misfit."""
     b = data.draw(st.integers(1, 2))
     h = data.draw(st.sampled_from([1, 2, 4]))
-    h_kv = data.draw(st.sampled_from([h, 1, max(h // 2, 1), 3]))
-    tq, tk = data.draw(st.integers(0, 4)), data.draw(st.integers(1, 5))
+    h_kv = pick(data, data.draw(st.sampled_from([h, 1, max(h // 2, 1)])), 3)
+    tq = pick(data, data.draw(st.integers(1, 4)), 0)
+    tk = data.draw(st.integers(1, 5))
     d, dv = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3))
-    dk = data.draw(st.sampled_from([d, d, d, d + 1]))  # a misfit now and then
+    dk = pick(data, d, d + 1)  # a misfit now and then
     return (b, h, tq, d), (b, h_kv, tk, dk), (b, h_kv, tk, dv)
 
 
@@ -186,13 +201,19 @@ def random_mask(data, shape):
         return None
     seed = data.draw(st.integers(0, 2**16))
     mask_shape = data.draw(st.sampled_from([shape[-2:], shape, shape[-1:]]))
-    return np.random.default_rng(seed).random(mask_shape) < 0.3
+    mask = np.random.default_rng(seed).random(mask_shape) < 0.3
+    if not faulty(data):  # one allowed key a row at least
+        mask[..., 0] = False
+    return mask
 
 
 def positions_of(data, n):
     """n positions: ints, unsigned, floats, a NaN or an iterator."""
-    kind = data.draw(
-        st.sampled_from(["int", "uint32", "float", "nan", "iter", "bool"])
+    kind = pick(
+        data,
+        data.draw(st.sampled_from(["int", "uint32", "float", "iter"])),
+        "nan",
+        "bool",
     )
     seed = data.draw(st.integers(0, 2**16))
     values = np.random.default_rng(seed).integers(0, 8, n)
@@ -438,11 +459,14 @@ def positions_mask_case(framework):
 
 def key_padding_case(framework):
     def make(data):
-        b = data.draw(st.integers(0, 3))
+        b = pick(data, data.draw(st.integers(1, 3)), 0)
         seed = data.draw(st.integers(0, 2**16))
-        lengths = np.random.default_rng(seed).integers(0, 5, b)
-        dtype = data.draw(st.sampled_from([np.int64, np.uint16, np.float64]))
-        tk = data.draw(st.sampled_from([None, 4, 2]))
+        low = pick(data, 1, 0)  # a length 0 leaves a row with no key
+        lengths = np.random.default_rng(seed).integers(low, 5, b)
+        dtype = pick(
+            data, data.draw(st.sampled_from([np.int64, np.uint16])), float
+        )
+        tk = pick(data, data.draw(st.sampled_from([None, 4])), 2)
         lengths = lengths.astype(dtype)
         return lambda: ((frame(framework, lengths), tk), {})
 
@@ -461,17 +485,14 @@ def key_padding_case(framework):
 
 def rope_case(function, framework, interleaved=False):
     def make(data):
-        t, d = (
-            data.draw(st.integers(1, 3)),
-            data.draw(st.sampled_from([2, 4, 3])),
-        )
+        t, d = data.draw(st.integers(1, 3)), pick(data, 4, 2, 3)
         x = normal(data, (2, t, d))
         dtype = data.draw(st.sampled_from([np.float64, np.float64, np.int64]))
         if dtype == np.int64:
             x = np.nan_to_num(x, nan=0.0).round().astype(np.int64)
-        pos = positions_of(data, data.draw(st.sampled_from([t, t, t + 1])))
+        pos = positions_of(data, pick(data, t, t + 1))
         pos = pos if hasattr(pos, "shape") else np.asarray(list(pos))
-        base = data.draw(st.sampled_from([10000.0, 500.0, -1.0, 0]))
+        base = pick(data, data.draw(st.sampled_from([1e4, 500.0])), -1.0, 0)
         return lambda: ((frame(framework, x), pos, base), {})
 
     def oracle(x, positions, base):
@@ -518,8 +539,8 @@ def rope_permutation_case():
 def linear_backward_case():
     def make(data):
         x = normal(data, (2, 3, 4), nan=False)
-        w_shape = data.draw(st.sampled_from([(4, 5), (4, 5), (3, 5)]))
-        dy_shape = data.draw(st.sampled_from([(2, 3, 5), (3, 2, 5)]))
+        w_shape = pick(data, (4, 5), (3, 5))
+        dy_shape = pick(data, (2, 3, 5), (3, 2, 5))
         weight, dy = normal(data, w_shape), normal(data, dy_shape)
         return lambda: ((x, weight, dy), {})
 
@@ -563,7 +584,7 @@ def module_case(framework, path):
         x = normal(data, (b, t, module.d_model))
         causal = data.draw(st.booleans())
         mask = numpy_ref.causal_mask(t) if causal else None
-        if path == "library" and (
+        if path in ("library", "library_version") and (
             module.rope or module.n_kv_head != module.n_head
         ):
             module = torch_ref.MultiHeadAttention(
@@ -576,6 +597,8 @@ def module_case(framework, path):
                 return (module, xs, m), {}
             if path == "library":
                 return (torch_ref.library_version(module), xs, m), {}
+            if path == "library_version":
+                return (module,), {}
             if path == "cached":
                 return (module, xs, [t]), {}
             if path == "to_numpy":
@@ -593,6 +616,8 @@ def module_case(framework, path):
 
 def module_oracle(inputs_fn, path):
     module, x, mask = inputs_fn.module, inputs_fn.x, inputs_fn.mask
+    if path in ("to_numpy", "library_version"):
+        return None  # a module: its outputs are compared in check_result
     if np.isnan(x).any():
         return REFUSE
     if path == "cached":
@@ -737,7 +762,7 @@ for fw in ("numpy", "torch"):
 MODULE_PATHS = {
     "torch_ref.sdpa_forward": "sdpa",
     "torch_ref.library_forward": "library",
-    "torch_ref.library_version": "library",
+    "torch_ref.library_version": "library_version",
     "kv_cache.cached_forward": "cached",
     "twins.to_numpy": "to_numpy",
     "torch_ref.to_numpy": "to_numpy",
@@ -819,6 +844,8 @@ UNREGISTERED = {
     ),
     "tiled.position_rule",
     "kv_cache.cross_keys_values",
+    "induction.copying",
+    "cost.checked",
     "kv_cache.cross_step",
     "tiled.tiles_computed",
     "kv_cache.RollingKVCache",
@@ -929,7 +956,8 @@ def test_every_public_function_has_an_entry():
         f"{missing}"
     )
     gone = sorted(
-        {n.split("#")[0] for n in CASES} | set(ELSEWHERE) - public_functions()
+        ({n.split("#")[0] for n in CASES} | set(ELSEWHERE))
+        - public_functions()
     )
     assert not gone, f"entries for functions that no longer exist: {gone}"
 
@@ -965,8 +993,10 @@ def check_result(name, got, expected, inputs):
         x = np.random.default_rng(0).standard_normal((1, 2, got.d_model))
         got, expected = module(x)[0], mha64(inputs.module, x)
     elif name == "torch_ref.library_version":
-        x = torch.from_numpy(inputs.x)
-        got = got(x, x, x, need_weights=False)[0]
+        x = np.random.default_rng(0).standard_normal((1, 2, got.embed_dim))
+        tx = torch.from_numpy(x)
+        got = got(tx, tx, tx, need_weights=False)[0]
+        expected = mha64(inputs.module, x)
     elif name == "induction.corrupt":
         batch = inputs()[0][0]
         i = torch.arange(batch.tokens.shape[1])[None, :]

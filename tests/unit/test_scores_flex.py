@@ -14,10 +14,16 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from torch.nn.attention.flex_attention import (
+    AuxRequest,
+    create_block_mask,
+    flex_attention,
+)
 
 from mha_ref import conventions, torch_ref
 from mha_ref.tolerances import atol
+
+pytestmark = pytest.mark.slow  # the eager path takes about a second a call
 
 B, H, T, D = 2, 4, 9, 8
 TOL = {"atol": atol(np.float64), "rtol": 0}
@@ -109,7 +115,10 @@ def test_flex_lse_with_a_sink_gives_our_sink_output(qkv, causal_block_mask):
     # a sink s_h rescales a row by l / (l + e^s_h) = 1 / (1 + e^(s_h - L))
     q, k, v = qkv
     sinks = torch.tensor([0.5, -1.0, 2.0, -math.inf], dtype=torch.float64)
-    out, lse = flex(q, k, v, block_mask=causal_block_mask, return_lse=True)
+    out, aux = flex(
+        q, k, v, block_mask=causal_block_mask, return_aux=AuxRequest(lse=True)
+    )
+    lse = aux.lse  # (B, H, T): the log-sum-exp of each row
     keep = torch.sigmoid(lse - sinks.view(-1, 1))[..., None]  # (B, H, T, 1)
     got, _ = torch_ref.attention(
         q, k, v, torch_ref.causal_mask(T), sinks=sinks

@@ -1,5 +1,5 @@
 // The trained-heads control: the reader's own letters through the model
-// trained by the build (notebooks/trained-heads.py), every head's weights
+// trained by the build (scripts/trained-heads.py), every head's weights
 // and the predicted next letters, with heads switched off at will.
 //
 // <div class="mha-control" data-control="trained-heads"></div>
@@ -201,11 +201,53 @@
     ]);
   }
 
+  // The longest segment (3 letters or more) that repeats right after
+  // itself, as in training: {start, length}, or null. Inside its
+  // repeat, the next letter is the one that followed the first time.
+  function repeatIn(tokens) {
+    var t = tokens.length;
+    for (var length = Math.floor(t / 2); length >= 3; length--) {
+      for (var start = 0; start + 2 * length <= t; start++) {
+        var same = true;
+        for (var i = 0; i < length && same; i++) {
+          same = tokens[start + i] === tokens[start + length + i];
+        }
+        if (same) {
+          return { start: start, length: length };
+        }
+      }
+    }
+    return null;
+  }
+
+  // Positions whose next letter the repeat determines: the second
+  // copy, but its last letter (its next letter is random again).
+  function predictable(tokens) {
+    var found = repeatIn(tokens);
+    return tokens.map(function (_, i) {
+      return found !== null && i >= found.start + found.length &&
+        i < found.start + 2 * found.length - 1;
+    });
+  }
+
   function predictions(result, tokens, letters) {
     var t = tokens.length;
     var guess = result.probs.map(function (p) {
       return p.indexOf(Math.max.apply(null, p));
     });
+    var known = predictable(tokens);
+    // a predictable position's cells are shaded, and say so to a title
+    var shade = function (i, attributes) {
+      if (known[i]) {
+        attributes["data-predictable"] = "true";
+        attributes.class = ((attributes.class || "") +
+                            " mha-predictable").trim();
+        attributes.style = "background: var(--md-accent-fg-color--" +
+                           "transparent)";
+        attributes.title = "the repeat determines the next letter";
+      }
+      return attributes;
+    };
     var row = function (label, cells) {
       return w.el("tr", {}, [w.el("th", { scope: "row", text: label })]
         .concat(cells));
@@ -219,35 +261,41 @@
                                 "aria-labelledby": id }, [
       w.el("tbody", {}, [
         row("position", tokens.map(function (_, i) {
-          return w.el("td", { text: i });
+          return w.el("td", shade(i, { text: i }));
         })),
-        row("letter", tokens.map(function (token) {
-          return w.el("td", { text: letters[token] });
+        row("letter", tokens.map(function (token, i) {
+          return w.el("td", shade(i, { text: letters[token] }));
         })),
         row("predicts", guess.map(function (g, i) {
           var next = i + 1 < t ? tokens[i + 1] : null;
           var mark = next === null ? "" : (g === next ? " \u2713" : " \u2717");
-          return w.el("td", {
+          return w.el("td", shade(i, {
             "data-token": letters[g],
             class: next === null ? null
               : (g === next ? "mha-right" : "mha-wrong"),
             text: letters[g] + mark,
-          });
+          }));
         })),
         row("probability", guess.map(function (g, i) {
           var p = result.probs[i][g];
-          return w.el("td", { "data-value": String(p),
-                              text: w.format(p, 2) });
+          return w.el("td", shade(i, { "data-value": String(p),
+                                       text: w.format(p, 2) }));
         })),
       ]),
     ]);
+    // the score counts the predictable positions only: elsewhere the
+    // next letter is random, and no model can do better than chance
     var right = 0;
+    var total = 0;
     for (var i = 0; i + 1 < t; i++) {
-      right += guess[i] === tokens[i + 1] ? 1 : 0;
+      if (known[i]) {
+        total += 1;
+        right += guess[i] === tokens[i + 1] ? 1 : 0;
+      }
     }
     return { node: w.el("div", {}, [
       title, w.el("div", { class: "mha-scroll" }, [table]),
-    ]), right: right, total: t - 1 };
+    ]), right: right, total: total };
   }
 
   window.mhaControls["trained-heads"] = function (root) {
@@ -319,6 +367,8 @@
     });
     root.insertBefore(results, status);
 
+    var showGrids = false;
+
     function render() {
       results.textContent = "";
       var parsed = parse(input.value, letters, model.t_max);
@@ -350,7 +400,17 @@
                                seq));
         });
       });
-      results.append(shown.node, grids);
+      // the eight grids are one click away, so the page stays short;
+      // the reader's choice to open them is kept across edits
+      var more = w.el("details", { class: "mha-heads-details" }, [
+        w.el("summary", { text: "Every head's attention weights" }),
+        grids,
+      ]);
+      more.open = showGrids;
+      more.addEventListener("toggle", function () {
+        showGrids = more.open;
+      });
+      results.append(shown.node, more);
       var off = [];
       keep.forEach(function (row, n) {
         row.forEach(function (on, h) {
@@ -361,9 +421,11 @@
       });
       status.textContent = (shown.total > 0
         ? "The model predicts " + shown.right + " of the " + shown.total +
-          " next letters you typed. "
-        : "") + (off.length ? "Heads off: " + off.join(", ") + "."
-                            : "All heads on.");
+          " letters that the repeat determines (shaded). "
+        : "No segment of 3 letters or more repeats right after " +
+          "itself, so no next letter can be predicted. ") +
+        (off.length ? "Heads off: " + off.join(", ") + "."
+                    : "All heads on.");
     }
 
     render();
@@ -373,5 +435,6 @@
   // for the browser tests: the forward, the parser, the weights' URL
   window.mhaTrainedHeads = {
     forward: forward, parse: parse, load: load, url: EXPORT,
+    predictable: predictable,
   };
 })();

@@ -1,68 +1,27 @@
-"""Execute each page's notebook; write it and what it glued.
+"""Execute a composed notebook in a kernel that sees no repository.
 
-Each page's notebook, composed by compose.py (its sections, the files it
-carries, and its page script ``scripts/<name>.py`` if any), is
-executed with nbclient in an empty folder, by a kernel that cannot
-import the repository (standalone_kernel_argv) and uses one thread, into
-``notebooks/<name>.ipynb`` (and its Markdown page, notebook_page.py);
-what its cells glued becomes the page's data, tables, figures and
-exports (collect.py). A failing cell fails the build. Volatile metadata
-(timings, kernel versions, random cell ids) is stripped so the bytes
-reproduce. jupytext and nbclient are imported only when a notebook runs,
-so a cached build never loads them.
+The notebook runs with nbclient in an empty folder, by a kernel that
+cannot import the repository (standalone_kernel_argv) and uses one
+thread, so it runs on what it carries, as a reader's download does. A
+failing cell fails its page. Volatile metadata (timings, kernel
+versions, random cell ids) is stripped, so the bytes reproduce.
+jupyter_client and nbclient are imported only when a notebook runs, so
+a cached generation never loads them.
 """
 
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
-from pipeline.collect import write_outputs
-from pipeline.notebook_page import notebook_markdown
-from pipeline.output import atomic_write
-
-# Their versions go into a page's key, with numpy, torch and matplotlib.
-NOTEBOOK_PACKAGES = ("jupytext", "nbclient", "nbformat", "ipykernel")
 NOTEBOOK_TIMEOUT_S = 300  # per cell
 # One thread per kernel: pages run side by side (two per core), and a
 # page's numbers do not depend on how many cores the machine has.
 KERNEL_ENV = {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
-def run_notebook(task, project, written, argv=None):
-    """Compose a page's notebook, execute it alone, keep it if it runs
-    (``argv``: the kernel's, as _execute takes it)."""
-    import nbformat
-
-    from pipeline.compose import compose
-
-    name = task.name
-    nb = compose(project.root, name, task.recipe)
-    _prepare(nb)
-    # in an empty folder, by a kernel that cannot import the repository's
-    # mha_ref: the notebook runs on what it carries, as a download does
-    with tempfile.TemporaryDirectory(prefix="mha-notebook-") as folder:
-        _execute(nb, cwd=folder, argv=argv)
-    _check_sections(nb)
-    _strip(nb)
-    write_outputs(nb, name, project.out, written)
-    nbformat.validate(nb)
-    relative = f"notebooks/{name}.ipynb"
-    written.append(relative)
-    atomic_write(project.out / relative, nbformat.writes(nb) + "\n")
-    # the same notebook as a Markdown page, for Zensical (no nb plugin)
-    page = Path(relative).with_suffix(".md").as_posix()
-    written.append(page)
-    docs, where = project.root / "docs", project.out / page
-    if where.is_relative_to(docs):  # its URL: docs/a/b.md -> a/b/
-        url = where.relative_to(docs).with_suffix("").as_posix() + "/"
-    else:  # --out elsewhere: where docs/generated would put it
-        url = f"generated/{Path(page).with_suffix('').as_posix()}/"
-    markdown = notebook_markdown(nb, Path(relative).name, url)
-    atomic_write(where, markdown)
-
-
-def _prepare(nb):
+def prepare(nb):
     """A fixed kernelspec and cell ids, no jupytext metadata."""
     nb.metadata = {
         "kernelspec": {
@@ -80,8 +39,6 @@ def standalone_paths():
     """sys.path for a kernel that sees no repository: this interpreter's
     site-packages (numpy, torch, ipykernel), minus any folder holding an
     mha_ref package."""
-    import sys
-
     return [
         p
         for p in sys.path
@@ -96,10 +53,8 @@ def standalone_kernel_argv():
     site, so no .pth file runs: not the editable install's finder, which
     would import this repository's mha_ref from anywhere. The kernel gets
     standalone_paths() back on sys.path; its own folder comes first, as
-    in any kernel. (zygote.py forks kernels with the same paths.)
+    in any kernel. (warm_kernels.py forks kernels with the same paths.)
     """
-    import sys
-
     boot = (
         f"import sys; sys.path[1:1] = {standalone_paths()!r}; "
         "from ipykernel import kernelapp; kernelapp.launch_new_instance()"
@@ -107,7 +62,7 @@ def standalone_kernel_argv():
     return [sys.executable, "-E", "-S", "-c", boot, "-f", "{connection_file}"]
 
 
-def _execute(nb, cwd, argv=None):
+def execute(nb, cwd, argv=None):
     """Run every cell in a fresh standalone kernel started in ``cwd``
     (by ``argv``, a kernelspec's; default standalone_kernel_argv)."""
     from jupyter_client.kernelspec import KernelSpecManager
@@ -151,7 +106,16 @@ def _execute(nb, cwd, argv=None):
                 kernel.shutdown_kernel(now=True)
 
 
-def _check_sections(nb):
+def run_alone(nb, argv=None):
+    """Prepare ``nb`` and execute it in an empty folder of its own."""
+    prepare(nb)
+    with tempfile.TemporaryDirectory(prefix="mha-notebook-") as folder:
+        execute(nb, cwd=folder, argv=argv)
+    check_sections(nb)
+    strip(nb)
+
+
+def check_sections(nb):
     """A %%section cell prints only when its text differs from its file:
     run unchanged, it must print nothing, or the page and the carried
     file disagree."""
@@ -162,7 +126,7 @@ def _check_sections(nb):
             raise ValueError(f"{first}: differs from its carried file")
 
 
-def _strip(nb):
+def strip(nb):
     """Drop what changes from run to run: versions, timings, and where
     the kernel happened to split a cell's printed text."""
     language = nb.metadata.get("language_info", {})

@@ -1,4 +1,4 @@
-"""From an executed page notebook to the files its page reads.
+"""Turn what a page's executed notebook glued into the page's data.
 
 Each output that ``glue`` (scripts/glue.py) tagged becomes:
 
@@ -15,9 +15,8 @@ of the tag (the dark SVG, an export's JSON) is dropped from the saved
 notebook, which a rerun recreates.
 """
 
-from pipeline.output import atomic_write, to_json
-
-MIME = "application/vnd.mha-ref.glue+json"
+from pipeline import config
+from pipeline.files import to_json
 
 
 def variable(page):
@@ -27,37 +26,37 @@ def variable(page):
 
 def glued(nb):
     """[(cell index, record)] of every glue output, in notebook order."""
-    found = []
+    mime, found = config.glue_mime(), []
     for index, cell in enumerate(nb["cells"]):
         for output in cell.get("outputs", []):
-            record = output.get("data", {}).get(MIME)
+            record = output.get("data", {}).get(mime)
             if record is not None:
                 found.append((index, record))
     return found
 
 
-def write_outputs(nb, page, out, written):
-    """Write what the notebook glued; strip the heavy parts from ``nb``."""
-    data, seen = {}, {}
+def page_files(nb, page, script):
+    """{relative path: text} of what the notebook glued (``script``: the
+    page script, named in a mistake); strips the payloads from ``nb``."""
+    data, seen, written = {}, {}, {}
 
     def claim(kind, name, index):
         if (kind, name) in seen:
             raise ValueError(
-                f"scripts/{page}.py: {kind} {name!r} glued twice "
+                f"{script}: {kind} {name!r} glued twice "
                 f"(cells {seen[kind, name]} and {index})"
             )
         seen[kind, name] = index
 
     def write(relative, content):
-        written.append(relative)
-        atomic_write(out / relative, content)
+        written[relative] = content
 
     for index, record in glued(nb):
         kind, name = record["kind"], record["name"]
         claim(kind, name, index)
         if kind == "value":
             if name == "figures":
-                raise ValueError(f"scripts/{page}.py: 'figures' is taken")
+                raise ValueError(f"{script}: 'figures' is taken")
             data[name] = record["value"]
         elif kind == "table":
             write(f"tables/{name}.md", record["markdown"])
@@ -77,16 +76,17 @@ def write_outputs(nb, page, out, written):
     if data:
         write(f"data/{variable(page)}.json", to_json(data))
     _lighten(nb)
-    return data
+    return written
 
 
 def _lighten(nb):
     """Keep each glue tag's name and kind; drop its payload."""
+    mime = config.glue_mime()
     for cell in nb["cells"]:
         for output in cell.get("outputs", []):
-            record = output.get("data", {}).get(MIME)
+            record = output.get("data", {}).get(mime)
             if record is not None:
-                output["data"][MIME] = {
+                output["data"][mime] = {
                     "name": record["name"],
                     "kind": record["kind"],
                 }

@@ -1,0 +1,436 @@
+"""Generation: run the pages whose inputs changed, side by side.
+
+One task per page notebook (pages.py finds them: a page with ``mha_ref``
+code or a page script). A task's inputs are found, never declared: its
+page script, the files its notebook carries, the runner files below and
+the package versions (cache.py keys them). Before anything runs, the
+mistakes that need no run are named, one line each with file:line: a
+page script without a page, an include of a section that does not
+exist, a file that does not parse; the pages they touch do not run, the
+others do. Tasks run in a pool of threads, one kernel each, two per
+core (JOBS_PER_CORE), the slowest first (by the seconds each took last,
+from the cache records; a page never run here first of all). Each page
+prints a line as it starts and as it ends; a long one says every few
+seconds that it still runs. A page script that raises is named by its
+file:line and the exception's last line (``traceback=True``: all of it).
+
+A page's files are written only when their bytes change, so
+``mkdocs serve`` (which watches docs/) does not rebuild for nothing;
+``together=True`` (the watcher under ``make serve``) writes every page's
+files only once all have run, so the server rebuilds once, with the new
+code, its numbers and its notebook download all from the same run. A
+failing page keeps its last outputs and fails the run: stale numbers are
+never published silently.
+"""
+
+import contextlib
+import os
+import re
+import threading
+import time
+import traceback as tracebacks
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pipeline import cache, config, kernel, notebook, page_data, pages
+from pipeline.files import atomic_write
+
+# A page's kernel waits part of its life (its start, its messages), so
+# two pages per core keep both cores busy.
+JOBS_PER_CORE = 2
+PROGRESS_S = 5.0  # a page that runs longer says so this often
+# The code that turns a page script into its outputs: in every key.
+RUNNERS = tuple(
+    f"pipeline/{name}.py"
+    for name in (
+        "config",
+        "files",
+        "pages",
+        "notebook",
+        "notebook_setup",
+        "kernel",
+        "warm_kernels",
+        "page_data",
+        "generation",
+        "zensical",
+    )
+)
+
+
+@dataclass
+class Project:
+    """Where sources are read and outputs and cache records written."""
+
+    root: Path = config.ROOT
+    out: Path | None = None  # default <root>/docs/generated
+    cache: Path | None = None  # default <root>/.cache/generated
+
+    def __post_init__(self):
+        self.root = Path(self.root).resolve()
+        self.out = Path(self.out or self.root / config.GENERATED).resolve()
+        default_cache = self.root / config.CACHE / "generated"
+        self.cache = Path(self.cache or default_cache).resolve()
+
+
+@dataclass
+class Task:
+    name: str  # the page: docs/<name>.md
+    source: Path  # its script, or its page: named when it fails
+    recipe: dict
+    inputs: list = field(default_factory=list)  # files hashed into the key
+    packages: tuple = cache.PACKAGES
+    key: str | None = None  # taken as it starts: what it read
+    seconds: float = 0.0  # how long it ran
+
+
+class PageError(Exception):
+    """A page that failed through its own content: one line says it."""
+
+
+def discover(project):
+    """The page tasks of ``project``, in a stable order."""
+    tasks = []
+    for name, recipe in pages.page_notebooks(project.root).items():
+        source = project.root / (recipe["script"] or recipe["page"])
+        files = [project.root / f for f in recipe["files"]]
+        if recipe["script"]:
+            files.insert(0, project.root / recipe["script"])
+        runners = [project.root / r for r in RUNNERS]
+        tasks.append(Task(name, source, recipe, runners + files))
+    return tasks
+
+
+def stale(project, tasks=None):
+    """The names of the tasks whose key or outputs changed."""
+    tasks = discover(project) if tasks is None else tasks
+    return [
+        t.name
+        for t in tasks
+        if not cache.is_fresh(project, t.name, cache.task_key(project, t))
+    ]
+
+
+# ------------------------------------------------------------ one page
+
+
+def run_page(task, project, argv=None):
+    """Compose, execute and collect one page: {relative path: text}."""
+    import nbformat
+
+    nb = notebook.compose(project.root, task.name, task.recipe)
+    try:
+        kernel.run_alone(nb, argv)
+    except Exception as exc:
+        if type(exc).__name__ == "CellExecutionError":
+            raise PageError(_cell_error(nb, task, project)) from exc
+        if isinstance(exc, ValueError):  # a %%section that differs
+            where = cache.relative(project, task.source)
+            raise PageError(f"{where}: {exc}") from exc
+        raise
+    try:
+        files = page_data.page_files(nb, task.name, _script(task, project))
+    except ValueError as exc:  # glued twice, a taken name
+        raise PageError(str(exc)) from exc
+    nbformat.validate(nb)
+    relative = f"{config.NOTEBOOKS}/{task.name}.ipynb"
+    files[relative] = nbformat.writes(nb) + "\n"
+    # the same notebook as a Markdown page, for the second engine
+    from pipeline.zensical import notebook_page
+
+    page = Path(relative).with_suffix(".md").as_posix()
+    docs, where = project.root / config.DOCS, project.out / page
+    if where.is_relative_to(docs):  # its URL: docs/a/b.md -> a/b/
+        url = where.relative_to(docs).with_suffix("").as_posix() + "/"
+    else:  # --out elsewhere: where docs/generated would put it
+        generated = Path(config.GENERATED).relative_to(config.DOCS)
+        url = f"{generated.as_posix()}/{Path(page).with_suffix('')}/"
+    files[page] = notebook_page(nb, Path(relative).name, url)
+    return files
+
+
+def _script(task, project):
+    return task.recipe["script"] or cache.relative(project, task.source)
+
+
+ANSI = re.compile(r"\x1b\[[0-9;]*m")
+CELL_FRAME = re.compile(r"^Cell In\[\d+\], line (\d+)", re.M)
+FILE_FRAME = re.compile(r"^File (\S+?):(\d+)(?:, in |$)", re.M)
+
+
+def _cell_error(nb, task, project):
+    """file:line of the failing cell (in the page script when it is one
+    of its cells) and the exception's last line."""
+    index, error = next(
+        (i, o)
+        for i, cell in enumerate(nb.cells)
+        for o in cell.get("outputs", [])
+        if o.get("output_type") == "error"
+    )
+    text = ANSI.sub("", "\n".join(error.get("traceback", [])))
+    last = f"{error.get('ename')}: {error.get('evalue')}"
+    starts = notebook.script_lines(project.root, task.recipe)
+    first = len(nb.cells) - len(starts)
+    cell = CELL_FRAME.search(text)
+    within = int(cell[1]) if cell else 1
+    carried = [  # frames in a file the notebook carries, deepest last
+        (f"{config.MHA_REF}/{path.split('/mha_ref/', 1)[1]}", line)
+        for path, line in FILE_FRAME.findall(text)
+        if "/mha_ref/" in path
+    ]
+    if index >= first and starts:
+        where = f"{task.recipe['script']}:{starts[index - first] + within - 1}"
+        if carried:
+            last += f" (raised at {carried[-1][0]}:{carried[-1][1]})"
+    elif carried:
+        where = f"{carried[-1][0]}:{carried[-1][1]}"
+    else:
+        where = f"{cache.relative(project, task.source)}:0"
+    return f"{where}: {last}"
+
+
+# ------------------------------------------------------------ the run
+
+
+def preflight(project, tasks):
+    """{page: [Problem]} of the mistakes found before anything runs: an
+    include of a section that does not exist, a file that does not
+    parse."""
+    found = {}
+    for problem in pages.include_problems(project.root):
+        found.setdefault(Path(problem.path).stem, []).append(problem)
+    for task in tasks:
+        files = [cache.relative(project, f) for f in task.inputs]
+        ours = [f for f in files if not f.startswith("pipeline/")]
+        for problem in pages.syntax_problems(project.root, ours):
+            found.setdefault(task.name, []).append(problem)
+    return found
+
+
+def _expected(project, task):
+    """Sort key, slowest first: a page never run here (new, or a fresh
+    clone) first, the longest script first; then by its last seconds."""
+    seconds = cache.last_seconds(project, task.name)
+    if seconds is None:
+        return (0, -task.source.stat().st_size)
+    return (1, -seconds)
+
+
+def _announce(project, todo, cached, say):
+    if not todo:
+        return
+    known = [(cache.last_seconds(project, t.name), t.name) for t in todo]
+    known = [(s, n) for s, n in known if s is not None]
+    slow = ""
+    if known:
+        seconds, name = max(known)
+        slow = f"; the slowest, {name}, took {seconds:.0f} s last time"
+    say(
+        f"generation: {len(todo)} page(s) to run, {cached} cached{slow}: "
+        + ", ".join(t.name for t in todo)
+    )
+
+
+class _Progress:
+    """Start lines, and every PROGRESS_S a line naming the pages that
+    still run (a person sees a long page is not stuck)."""
+
+    def __init__(self, say, width, events=None):
+        self.say, self.width = say, width
+        self.events = events or (lambda kind, name: None)
+        self.lock, self.running = threading.Lock(), {}
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._tick, daemon=True)
+
+    def started(self, name):
+        with self.lock:
+            self.running[name] = time.perf_counter()
+            self.say(f"  start  {name}")
+        self.events("start", name)
+
+    def ended(self, name):
+        with self.lock:
+            self.running.pop(name, None)
+        self.events("end", name)
+
+    def _tick(self):
+        while not self.stopped.wait(PROGRESS_S):
+            now = time.perf_counter()
+            with self.lock:
+                long = [
+                    f"{n} {now - t:.0f} s"
+                    for n, t in self.running.items()
+                    if now - t >= PROGRESS_S
+                ]
+                if long:
+                    self.say(f"  ...    still running: {', '.join(long)}")
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stopped.set()
+        self.thread.join()
+
+
+def _run(project, todo, jobs, say, width, traceback, done, events, kernels):
+    """Run ``todo`` side by side; call ``done(task, files, seconds)`` in
+    this thread as each page succeeds. Returns the names that failed."""
+    from concurrent.futures import as_completed
+
+    from pipeline.warm_kernels import started
+
+    failed = []
+    if not todo:
+        return failed
+    jobs = jobs or JOBS_PER_CORE * len(os.sched_getaffinity(0))
+    warm_kernels = contextlib.nullcontext(kernels) if kernels else started()
+    with _Progress(say, width, events) as progress, warm_kernels as warm:
+        argv = warm.kernel_argv()  # kernels forked from one warm process
+
+        def one(task):
+            task.key = cache.task_key(project, task)  # of what it reads
+            progress.started(task.name)
+            began = time.perf_counter()
+            try:
+                return run_page(task, project, argv)
+            finally:
+                progress.ended(task.name)
+                task.seconds = time.perf_counter() - began
+
+        pool = ThreadPoolExecutor(max_workers=jobs)
+        try:
+            futures = {pool.submit(one, t): t for t in todo}
+            for future in as_completed(futures):
+                task = futures[future]
+                try:
+                    files = future.result()
+                except PageError as exc:
+                    say(str(exc))
+                    if traceback and exc.__cause__ is not None:
+                        say(_explain(exc.__cause__))
+                except Exception as exc:  # a fault of the pipeline's own
+                    say(_explain(exc))
+                else:
+                    say(f"  ran    {task.name:<{width}} {task.seconds:5.2f} s")
+                    done(task, files, task.seconds)
+                    continue
+                say(
+                    f"  FAILED {task.name:<{width}} ({_script(task, project)})"
+                )
+                cache.failed(project, task.name, task.seconds)
+                failed.append(task.name)
+        finally:  # Ctrl-C too: the kernels stop first, then the threads
+            pool.shutdown(wait=False, cancel_futures=True)
+    pool.shutdown(wait=True)
+    return failed
+
+
+def generate(
+    project=None,
+    force=False,
+    only=None,
+    jobs=None,
+    say=print,
+    together=False,
+    traceback=False,
+    events=None,
+    kernels=None,
+):
+    """Run every page that is not cached; return the names that failed.
+
+    ``together``: write the pages' files only when every page has run
+    (one rebuild for a server that watches them). ``events(kind,
+    name)``: "todo" (the names to run), then "start" and "end" of each.
+    ``kernels``: a started WarmKernels to fork from (the watcher keeps
+    one for its session); by default one is started for this run.
+    """
+    project = project or Project()
+    tasks = discover(project)
+    orphans = pages.orphan_scripts(project.root)
+    for name in orphans:
+        say(
+            f"{config.SCRIPTS}/{name}.py:1: no page {config.DOCS}/{name}.md"
+            " (a page script is named after its page)"
+        )
+    if only:
+        unknown = sorted(set(only) - {t.name for t in tasks})
+        if unknown:
+            known = ", ".join(t.name for t in tasks)
+            say(f"unknown page(s) {unknown}; pages with notebooks: {known}")
+            return unknown
+        tasks = [t for t in tasks if t.name in only]
+    else:
+        cache.remove_orphans(project, {t.name for t in tasks}, say)
+    blocked = preflight(project, tasks)
+    if only:  # the pages asked for, and nothing else
+        blocked = {n: ps for n, ps in blocked.items() if n in only}
+    for problem in sorted({p for ps in blocked.values() for p in ps}):
+        say(str(problem))
+    old = set(stale(project, tasks))
+    todo = [t for t in tasks if force or t.name in old]
+    cached = len(tasks) - len(todo)
+    failed = [*orphans, *sorted(blocked)]
+    todo = [t for t in todo if t.name not in blocked]
+    todo.sort(key=lambda t: _expected(project, t))  # slowest first
+    _announce(project, todo, cached, say)
+    if events:
+        events("todo", [t.name for t in todo])
+    width = max(14, *(len(t.name) for t in tasks)) if tasks else 14
+    start, finished = time.perf_counter(), []
+
+    def done(task, files, seconds):
+        if together:
+            finished.append((task, files, seconds))
+        else:
+            _publish(project, [(task, files, seconds)])
+
+    failed += _run(
+        project, todo, jobs, say, width, traceback, done, events, kernels
+    )
+    _publish(project, finished)  # together: all at once
+    if not failed:
+        try:
+            _check_owners(tasks, project)
+        except ValueError as exc:
+            say(f"  FAILED {exc}")
+            failed.append("outputs")
+    total = time.perf_counter() - start
+    ran = len(todo) - len(set(failed) & {t.name for t in todo})
+    failed = sorted(set(failed), key=failed.index)
+    say(
+        f"  total  {'':<{width}} {total:5.2f} s "
+        f"({ran} ran, {cached} cached, {len(failed)} failed)"
+    )
+    return failed
+
+
+def _publish(project, finished):
+    """Write the pages' files, then their records (key last)."""
+    for task, _, _ in finished:
+        cache.begin(project, task.name)
+    for _, files, _ in finished:
+        for relative, content in files.items():
+            atomic_write(project.out / relative, content)
+    for task, files, seconds in finished:
+        cache.store(project, task.name, task.key, list(files), seconds)
+
+
+def _explain(exc):
+    """A fault of the pipeline itself: with its traceback."""
+    if type(exc).__name__ == "CellExecutionError":
+        return str(exc).rstrip()
+    return "".join(tracebacks.format_exception(exc)).rstrip()
+
+
+def _check_owners(tasks, project):
+    """No two pages write the same output (a figure name, say)."""
+    owner = {}
+    for task in tasks:
+        for relative in cache.outputs(project, task.name):
+            other = owner.setdefault(relative, task.name)
+            if other != task.name:
+                raise ValueError(
+                    f"{relative} is written by {other} and {task.name}"
+                )

@@ -1,0 +1,473 @@
+"""The page linter: the pages, the code and the generated numbers agree.
+
+    python -m pipeline.check     # make site, serve and fast run it
+
+Each ``check_*`` takes the repository root (a test passes a small
+drifted copy) and returns ``Problem``s: file, line, and the fix, one
+line each, no traceback. It runs after generation and before either
+engine, so a contributor's mistake is named where it is, not deep in a
+build's traceback. What the strict build fails on alone with a clear
+message is left to it (a broken link); these catch what it lets
+through, or report it without the page line:
+
+- check_code: a code block typed on a page instead of included;
+- check_includes: an include whose section does not exist, with the
+  nearest names that do;
+- check_placeholders: a ``<< number >>`` the data does not have, with
+  the names that exist there;
+- check_hand_typed: a result typed by hand instead of a placeholder (the
+  results are what the pages' placeholders read: found, not listed);
+- check_math: a formula KaTeX cannot parse, or one holding a control
+  character (a backslash escape Python ate: the TAB of "\theta").
+"""
+
+import ast
+import difflib
+import re
+import sys
+import traceback
+from pathlib import Path
+
+import jinja2
+
+from pipeline import config
+from pipeline.page_data import variable
+from pipeline.pages import (
+    ANY_INCLUDE,
+    Problem,
+    include_problems,
+    line_of,
+    page_scripts,
+    pages,
+)
+from pipeline.typeset_math import FORMULA_CACHE, MathError, Typesetter
+
+ROOT = config.ROOT
+# Fences that may hold text typed on the page: commands and examples of
+# the page syntax itself. Any other fence must only include code.
+TYPED_LANGS = {"sh", "bash", "console", "text", "markdown"}
+RE_INCLUDE = ANY_INCLUDE
+RE_FENCE = re.compile(
+    r"^(?P<indent>[ \t]*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)"
+)
+RE_TEMPLATE = re.compile(r"<<.*?>>|<%.*?%>|<#.*?#>", re.S)
+
+
+def load_data(root):
+    data = Path(root) / config.GENERATED / "data"
+    return config.site_glue().load_data(data)
+
+
+# ------------------------------------------------------------------ code
+
+
+def fences(text):
+    """(language, first line number, body lines) of each fenced block."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        match = RE_FENCE.match(lines[i])
+        i += 1
+        if not match:
+            continue
+        start, close = i, match["indent"] + match["fence"]
+        while i < len(lines) and not lines[i].startswith(close):
+            i += 1
+        yield match["lang"], start + 1, lines[start:i]
+        i += 1
+
+
+def check_code(root):
+    problems = []
+    for page, text in pages(root):
+        for lang, first, body in fences(text):
+            if lang in TYPED_LANGS:
+                continue
+            for offset, line in enumerate(body):
+                if line.strip() and not RE_INCLUDE.match(line):
+                    problems.append(
+                        Problem(
+                            page,
+                            first + offset,
+                            (
+                                "code typed on the page: put it in a named "
+                                "section of a tested file and include it "
+                                'with --8<-- "mha_ref/<file>.py:<section>"'
+                            ),
+                        )
+                    )
+                    break
+    return problems
+
+
+def check_includes(root):
+    """An include whose file or section does not exist (pages.py: the
+    same check runs before generation)."""
+    return include_problems(root)
+
+
+# ---------------------------------------------------------- placeholders
+
+
+class MethodShownError(TypeError):
+    """A placeholder that prints a method: Jinja finds ``d.keys`` (the
+    dict method) before the data key "keys"."""
+
+
+def _shown(value):
+    if isinstance(value, jinja2.Undefined):  # callable, but not a method
+        value._fail_with_undefined_error()
+    if callable(value):
+        raise MethodShownError(
+            f"the placeholder prints {value!r}, not data: a key named "
+            'like a dict method must be written name["key"]'
+        )
+    return value
+
+
+def render(text, data):
+    """A page as mkdocs-macros renders it (strict), with the same data."""
+    glue = config.site_glue()  # macros.py: the filters, figure()
+    env = jinja2.Environment(
+        finalize=_shown,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+        **config.template_delimiters(),  # mkdocs.yml's, as macros uses
+    )
+    env.filters.update(glue.FILTERS)
+    env.globals["figure"] = lambda name: glue.figure(data, name)
+    return env.from_string(text).render(**data)
+
+
+def rendered_pages(root, data):
+    """(page, rendered text or None, problem or None) of each page."""
+    for page, text in pages(root):
+        try:
+            yield page, render(text, data), None
+        except jinja2.TemplateSyntaxError as exc:
+            yield page, None, Problem(page, exc.lineno, str(exc))
+        except Exception as exc:  # UndefinedError, a filter's TypeError
+            lines = [
+                f.lineno
+                for f in traceback.extract_tb(exc.__traceback__)
+                if f.filename == "<template>"
+            ]
+            line = lines[-1] if lines else 0
+            message = f"{type(exc).__name__}: {exc}"
+            if isinstance(exc, jinja2.UndefinedError):
+                where = text.split("\n")[line - 1] if line else text
+                message = _missing(data, where, root) or message
+            yield page, None, Problem(page, line, message)
+
+
+PLACEHOLDER = re.compile(r"<<(.*?)>>")
+NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*(?:\.\w+)*)")
+STRING = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def _names(line):
+    """Dotted names a line's placeholders read (before any filter)."""
+    for match in PLACEHOLDER.finditer(line):
+        expression = STRING.sub("", match[1]).split("|")[0]
+        yield from NAME.findall(expression)
+
+
+def _missing(data, line, root=ROOT):
+    """What a placeholder on ``line`` names that the data lacks, and the
+    names that exist there (one line)."""
+    for dotted in _names(line):
+        parts, value = dotted.split("."), data
+        for depth, key in enumerate(parts):
+            if isinstance(value, dict) and key in value:
+                value = value[key]
+                continue
+            if not isinstance(value, dict):
+                break  # a list's method or index: not ours to judge
+            owner = ".".join(parts[:depth]) or "the pages' data"
+            names = sorted(value)
+            near = difflib.get_close_matches(key, names, n=3)
+            hint = f"did you mean {', '.join(near)}? " if near else ""
+            if depth == 0:
+                what, there = f"no page variable {key!r}", "page variables"
+                what += _not_generated(key, root)
+            else:
+                what, there = f"{owner} has no {key!r}", "its names"
+            return (
+                f"<< {dotted} >>: {what}; {hint}({there}: "
+                f"{', '.join(names)}; a page script names its outputs "
+                "with glue.value)"
+            )
+    return None
+
+
+def _not_generated(key, root):
+    """Why a page variable may be missing: its script has not run."""
+    script = f"{config.SCRIPTS}/{key.replace('_', '-')}.py"
+    if (Path(root) / script).is_file():
+        return f" ({script} has not run, or failed: see generation)"
+    return f" (no {script} glues it yet)"
+
+
+def check_placeholders(root, rendered=None):
+    """``rendered``: rendered_pages' items, when main has them already."""
+    if rendered is None:
+        rendered = rendered_pages(root, load_data(root))
+    return [p for _, _, p in rendered if p]
+
+
+# ------------------------------------------------------ hand-typed results
+
+NUMBER = r"[-\u2212]?\d+(?:(?:,|\{,\})\d{3})*(?:\.\d+)?(?:e[-+]?\d+)?"
+SEP = r"\s*,(?:\s|\\[ ,;:!]|~)*"
+
+
+def _typed(token):
+    """The float a typed number means, and its significant digits."""
+    text = token.replace("\u2212", "-").replace("{,}", "").replace(",", "")
+    mantissa = text.split("e")[0].lstrip("-").replace(".", "").lstrip("0")
+    return float(text), max(len(mantissa), 1)
+
+
+def _too_short(tokens):
+    """Typed numbers too short to tell a result from an input: a lone
+    whole number of under seven significant digits (a size, a length:
+    512, 4096), a lone fraction of under three, a list of one-digit
+    numbers (0, 4; 0.5, 0.5; 1000, 1000)."""
+    digits = [_significant(t) for t in tokens]
+    if len(tokens) > 1:
+        return max(digits) < 2
+    whole = not re.search(r"[.e]", tokens[0])
+    return digits[0] < (7 if whole else 3)
+
+
+def _significant(token):
+    """Significant digits of a typed number (1000 has one, 1.50 three)."""
+    text = token.replace("\u2212", "-").replace("{,}", "").replace(",", "")
+    mantissa = text.split("e")[0].lstrip("-")
+    digits = mantissa.replace(".", "").lstrip("0")
+    if "." not in mantissa:
+        digits = digits.rstrip("0")
+    return max(len(digits), 1)
+
+
+def _matches(token, value):
+    typed, digits = _typed(token)
+    return float(f"{float(value):.{digits - 1}e}") == typed or typed == value
+
+
+def _lookup(data, dotted):
+    value = data
+    for key in dotted.split("."):
+        value = value[key]
+    return value
+
+
+def results(root, data):
+    """{dotted name: value} of every number (or flat list of numbers) a
+    page shows through a placeholder and its page script computes: the
+    results the prose argues from, never to be typed by hand. Found, not
+    listed: the placeholders on the pages, less what the scripts glue as
+    a literal (an input such as ``glue.value("d_model", 512)``)."""
+    literal = set()
+    for name, script in page_scripts(root).items():
+        literal |= _glued_literals(variable(name), script)
+    below = tuple(f"{i}." for i in sorted(literal))
+    found = {}
+    for _, text in pages(root):
+        for line in text.split("\n"):
+            for dotted in _names(line):
+                if dotted in literal or dotted.startswith(below):
+                    continue
+                try:
+                    value = _lookup(data, dotted)
+                except (KeyError, TypeError, IndexError):
+                    continue  # check_placeholders names a missing value
+                values = value if isinstance(value, list) else [value]
+                if values and all(_is_number(v) for v in values):
+                    found[dotted] = value
+    return dict(sorted(found.items()))
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _glued_literals(prefix, script):
+    """Dotted names a page script glues as literals, or as names bound
+    to literals: its inputs (``glue.value(name, value)`` calls read from
+    the script's syntax; a dict literal is read key by key)."""
+    try:
+        tree = ast.parse(script.read_text(encoding="utf-8"))
+    except SyntaxError:
+        return set()
+    bound = {}  # module-level name -> the expression bound to it
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                _bind(target, node.value, bound)
+    found = set()
+
+    def visit(dotted, node):
+        node = bound.get(node.id, node) if isinstance(node, ast.Name) else node
+        if isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and isinstance(
+                    key.value, str
+                ):
+                    visit(f"{dotted}.{key.value}", value)
+            return
+        try:
+            ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, RecursionError):
+            return
+        found.add(dotted)
+
+    for node in ast.walk(tree):
+        call = isinstance(node, ast.Call) and len(node.args) >= 2
+        if call and ast.unparse(node.func) == "glue.value":
+            name = node.args[0]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                visit(f"{prefix}.{name.value}", node.args[1])
+    return found
+
+
+def _bind(target, value, bound):
+    if isinstance(target, ast.Name):
+        bound[target.id] = value
+    elif isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+        for t, v in zip(target.elts, value.elts, strict=False):
+            _bind(t, v, bound)
+
+
+def check_hand_typed(root, data=None):
+    data = load_data(root) if data is None else data
+    shown = results(root, data)
+    problems = []
+    for page, text in pages(root):
+        # placeholders are allowed: blank them, keeping line numbers
+        clean = RE_TEMPLATE.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), text)
+        clean = RE_INCLUDE.sub("", clean)
+        for dotted, value in shown.items():
+            values = value if isinstance(value, list) else [value]
+            pattern = SEP.join([f"({NUMBER})"] * len(values))
+            for match in re.finditer(rf"(?<![\w.]){pattern}(?![\w.])", clean):
+                if _too_short(match.groups()):
+                    continue  # could as well be an input the prose names
+                if all(map(_matches, match.groups(), values)):
+                    problems.append(
+                        Problem(
+                            page,
+                            line_of(clean, match.start()),
+                            f"{match[0]!r} types the result {dotted} by hand; "
+                            f"it goes stale when the code changes: write "
+                            f"<< {dotted} | vec >> (or num, sci) instead",
+                        )
+                    )
+    return problems
+
+
+# ------------------------------------------------------------------ math
+
+RE_MATH = re.compile(
+    r"\$\$(?P<display>.+?)\$\$|\\\[(?P<bracket>.+?)\\\]"
+    r"|(?<![\\$])\$(?P<inline>[^$\n]+?)\$|\\\((?P<paren>.+?)\\\)",
+    re.S,
+)
+
+
+def formulas(text):
+    """(line, TeX, display) of each formula outside code blocks."""
+    lines = text.split("\n")
+    for _, first, body in fences(text):  # blank code, keep line numbers
+        for i in range(first - 1, first - 1 + len(body)):
+            lines[i] = ""
+    text = re.sub(r"`[^`\n]*`", "", "\n".join(lines))
+    for match in RE_MATH.finditer(text):
+        display = match["display"] or match["bracket"]
+        tex = display or match["inline"] or match["paren"]
+        yield line_of(text, match.start()), tex, display is not None
+
+
+# What "\t" of "\theta", "\f" of "\frac", "\b" of "\beta", "\r" of
+# "\rho", "\v" of "\vec" and "\a" of "\alpha" become in a Python string
+# without r"": KaTeX parses them, and "m\theta" renders as "m heta".
+EATEN = {
+    "\t": "TAB (the \\t of \\theta, \\tau)",
+    "\f": "a form feed (the \\f of \\frac)",
+    "\b": "a backspace (the \\b of \\beta, \\boldsymbol)",
+    "\r": "a carriage return (the \\r of \\rho, \\right)",
+    "\v": "a vertical tab (the \\v of \\vec, \\varepsilon)",
+    "\a": "a bell (the \\a of \\alpha)",
+}
+
+
+def check_math(root, typesetter=None, rendered=None):
+    """Every formula on every page typeset by the vendored KaTeX.
+
+    The same Typesetter as the build's post-step (pipeline/typeset_math),
+    so a formula that fails here also fails `make site`. A formula with
+    a control character in it parses, and shows the wrong letters.
+    """
+    typesetter = typesetter or Typesetter()
+    if rendered is None:
+        rendered = rendered_pages(root, load_data(root))
+    problems = []
+    for page, text, _problem in rendered:
+        for line, tex, display in formulas(text or ""):
+            eaten = sorted({EATEN[c] for c in tex if c in EATEN})
+            if eaten:
+                message = (
+                    f"{tex.strip()!r} holds {' and '.join(eaten)}: a "
+                    f"backslash escape read by Python; double the "
+                    f"backslash, or write the string as r'...'"
+                )
+                problems.append(Problem(page, line, message))
+            try:
+                typesetter.render(tex.strip(), display)
+            except MathError as exc:
+                message = f"KaTeX cannot parse {tex.strip()!r}: {exc}"
+                problems.append(Problem(page, line, message))
+    return problems
+
+
+CHECKS = [
+    check_code,
+    check_includes,
+    check_placeholders,
+    check_hand_typed,
+    check_math,
+]
+
+
+def lint(root=ROOT, typesetter=None):
+    """Every check's problems, sorted; each page rendered once. Raises
+    FileNotFoundError when nothing was generated yet."""
+    data = load_data(root)
+    rendered = list(rendered_pages(root, data))
+    own = typesetter is None  # the build's formula cache: cheap
+    typesetter = typesetter or Typesetter(cache=FORMULA_CACHE)
+    problems = [
+        *check_code(root),
+        *check_includes(root),
+        *check_placeholders(root, rendered),
+        *check_hand_typed(root, data),
+        *check_math(root, typesetter, rendered),
+    ]
+    if own:
+        typesetter.save()
+    return sorted(set(problems))
+
+
+def main(root=ROOT):
+    try:
+        problems = lint(root)
+    except (FileNotFoundError, ValueError) as exc:  # no data, a bad name
+        print(exc, file=sys.stderr)
+        return 1
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,289 @@
+"""``make serve`` through a contributor's mistakes: it keeps serving,
+says each in one line, recovers by itself, and leaves nothing running.
+
+The first test drives the loop's parts in-process (serve.Watcher, as
+``make serve`` polls it) on a tiny project in tmp_path, through the six
+mistakes: a page whose data does not exist yet, a wrong placeholder, a
+wrong section, hand-typed code, a page script that raises, a syntax
+error in mha_ref. The second runs ``python -m pipeline.serve`` itself on
+that project, with MkDocs' server: it serves through a wrong section,
+and Ctrl-C (or the server exiting) stops every process it started.
+"""
+
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pipeline import serve
+from pipeline.typeset_math import Typesetter
+from tests.docs.test_pipeline import make_project
+
+pytestmark = pytest.mark.slow  # kernels: make fast skips it
+
+ROOT = Path(__file__).resolve().parents[2]
+SECTION_A = (
+    "from mha_ref import b\n\n\n"
+    "# --8<-- [start:add-one]\n"
+    "A = b.B + 1\n"
+    "# --8<-- [end:add-one]\n"
+)
+ALPHA = (
+    '# Alpha\n\n<< alpha.x | vec >>\n\n```python\n--8<-- "{include}"\n```\n'
+)
+GOOD_INCLUDE = "mha_ref/a.py:add-one"
+LINE = re.compile(r"^\S+:\d+: ")  # file:line: what to do
+
+
+def tiny(root):
+    project = make_project(root)
+    (root / "mha_ref/a.py").write_text(SECTION_A)
+    (root / "docs/alpha.md").write_text(ALPHA.format(include=GOOD_INCLUDE))
+    return project
+
+
+def mistakes(lines):
+    """The file:line lines of a round (the rest is progress)."""
+    return [line for line in lines if LINE.match(line)]
+
+
+@pytest.fixture
+def watcher(tmp_path):
+    project = tiny(tmp_path)
+    log = []
+    with serve.Watcher(project, say=log.append) as w:
+        w.typesetter = Typesetter()  # not the repository's formula cache
+        w.log = log
+        assert w.step() == [], "\n".join(log)
+        yield w
+
+
+def edit(watcher, relative, text):
+    """Write a file as a contributor saves it; one round of the loop."""
+    path = watcher.project.root / relative
+    path.write_text(text)
+    os.utime(path, ns=(time.time_ns(), time.time_ns()))  # a new mtime
+    watcher.log.clear()
+    assert watcher.poll(), f"{relative}: the watcher saw no change"
+    assert not any("Traceback" in line for line in watcher.log), watcher.log
+    return list(watcher.log)
+
+
+def test_watcher_says_each_mistake_in_one_line_and_recovers(watcher):
+    root = watcher.project.root
+    alpha = (root / "docs/alpha.md").read_text()
+    data = root / "docs/generated/data"
+
+    # 1. a page whose data does not exist yet (its script comes next)
+    lines = edit(watcher, "docs/gamma.md", "# Gamma\n\n<< gamma.z >>\n")
+    (line,) = mistakes(lines)
+    assert line.startswith("docs/gamma.md:3: << gamma.z >>: no page ")
+    assert "alpha, beta" in line  # the page variables that exist
+    lines = edit(
+        watcher,
+        "scripts/gamma.py",
+        '# %%\nimport glue\n\nglue.value("z", 7)\n',
+    )
+    assert mistakes(lines) == []
+    assert (data / "gamma.json").read_text() == '{\n "z": 7\n}\n'
+    assert lines[-1] == "the pages agree with the code and the data again"
+
+    # 2. a wrong placeholder: the names that exist there
+    lines = edit(
+        watcher, "docs/alpha.md", alpha.replace("alpha.x", "alpha.xx")
+    )
+    (line,) = mistakes(lines)
+    assert line.startswith("docs/alpha.md:3: << alpha.xx >>: alpha has no")
+    assert "did you mean x?" in line
+    assert mistakes(edit(watcher, "docs/alpha.md", alpha)) == []
+
+    # 3. a wrong section: named before anything runs, the nearest first
+    wrong = ALPHA.format(include="mha_ref/a.py:add-on")
+    lines = edit(watcher, "docs/alpha.md", wrong)
+    (line,) = mistakes(lines)
+    assert line == (
+        "docs/alpha.md:6: mha_ref/a.py has no section 'add-on': did you "
+        "mean add-one? (its sections: add-one)"
+    )
+    assert not any(line.startswith("  start") for line in lines)
+    assert mistakes(edit(watcher, "docs/alpha.md", alpha)) == []
+
+    # 4. code typed on the page
+    typed = alpha + "\n```python\nprint('typed')\n```\n"
+    (line,) = mistakes(edit(watcher, "docs/alpha.md", typed))
+    assert line.startswith("docs/alpha.md:10: code typed on the page")
+    assert mistakes(edit(watcher, "docs/alpha.md", alpha)) == []
+
+    # 5. a page script that raises: its file:line, the error's last line
+    beta = (root / "scripts/beta.py").read_text()
+    broken = beta.replace(
+        "glue.value", "raise ValueError('on purpose')\nglue.value"
+    )
+    lines = edit(watcher, "scripts/beta.py", broken)
+    (line,) = mistakes(lines)
+    assert line == "scripts/beta.py:5: ValueError: on purpose"
+    assert (data / "beta.json").read_text() == '{\n "y": 3\n}\n'  # kept
+    lines = edit(watcher, "scripts/beta.py", beta)
+    assert mistakes(lines) == []
+    assert "  ran    beta" in "\n".join(lines)
+
+    # 6. a syntax error in mha_ref: before anything runs
+    b = (root / "mha_ref/b.py").read_text()
+    lines = edit(watcher, "mha_ref/b.py", "B = = 1\n")
+    (line,) = mistakes(lines)
+    assert line == "mha_ref/b.py:1: SyntaxError: invalid syntax"
+    assert not any(line.startswith("  start") for line in lines)
+    assert mistakes(edit(watcher, "mha_ref/b.py", b)) == []
+    assert (data / "alpha.json").is_file()
+
+
+def test_engine_filter_keeps_what_a_person_acts_on():
+    shown = serve.EngineFilter()
+    lines = [
+        "INFO    -  Building documentation...",
+        "INFO    -  [macros] - Macros arguments: {...}",
+        "INFO    -  DeprecationWarning: GitWildMatchPattern is deprecated",
+        '  File "/x/site-packages/pathspec/pathspec.py", line 326',
+        "WARNING -  Doc file 'a.md' contains a link 'b.md', not found",
+        "Traceback (most recent call last):",
+        '  File "/x/mkdocs/livereload/__init__.py", line 211, in _build',
+        "pymdownx.snippets.SnippetMissingError: Snippet 'x' not found",
+        "INFO    -  [21:03:51] Serving on http://127.0.0.1:8123/",
+    ]
+    assert [s for s in map(shown, lines) if s] == [
+        "engine: Doc file 'a.md' contains a link 'b.md', not found",
+        "engine: pymdownx.snippets.SnippetMissingError: Snippet 'x' not found",
+        "serving at http://127.0.0.1:8123/ (Ctrl-C stops it)",
+    ]
+
+
+# ------------------------------------------- python -m pipeline.serve
+
+
+def tiny_mkdocs_yml():
+    """The repository's mkdocs.yml with the tiny project's nav."""
+    text = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    nav = "nav:\n  - Tiny: index.md\n  - Alpha: alpha.md\n  - Beta: beta.md\n"
+    return re.sub(r"^nav:\n(?:[ -].*\n)+", nav, text, flags=re.M)
+
+
+def free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Served:
+    """``python -m pipeline.serve`` in a copy, its output line by line."""
+
+    def __init__(self, root):
+        self.url = f"http://127.0.0.1:{free_port()}/"
+        self.lines, self.seen = [], threading.Condition()
+        env = {**os.environ, "PYTHONPATH": str(root)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "pipeline.serve", "-a", self.url[7:-1]],
+            cwd=root,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.process.stdout:
+            with self.seen:
+                self.lines.append(line.rstrip("\n"))
+                self.seen.notify_all()
+
+    def wait_for(self, text, timeout=60):
+        deadline = time.monotonic() + timeout
+        with self.seen:
+            while not any(text in line for line in self.lines):
+                left = deadline - time.monotonic()
+                if left <= 0 or self.process.poll() is not None:
+                    pytest.fail(f"no {text!r} in:\n" + "\n".join(self.lines))
+                self.seen.wait(min(left, 0.5))
+
+    def page(self, path):
+        with urllib.request.urlopen(self.url + path, timeout=10) as reply:
+            return reply.status, reply.read().decode()
+
+
+@pytest.fixture
+def copy(tmp_path):
+    root = tmp_path / "tiny"
+    tiny(root)
+    (root / "mkdocs.yml").write_text(tiny_mkdocs_yml())
+    shutil.copy(ROOT / "macros.py", root / "macros.py")
+    shutil.copytree(ROOT / "overrides", root / "overrides")
+    shutil.copytree(ROOT / "docs/assets", root / "docs/assets")
+    (root / "docs/index.md").write_text("# Tiny\n")
+    return root
+
+
+def gone(pids):
+    return [p for p in pids if serve._alive(p)]
+
+
+def stopped(served, started):
+    """The loop exited and every process it started is gone."""
+    served.process.wait(timeout=20)
+    deadline = time.monotonic() + 5
+    while gone(started) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert gone(started) == [], [_command(p) for p in gone(started)]
+    said = "\n".join(served.lines)
+    assert "Traceback" not in said, said
+
+
+def test_serve_survives_a_mistake_and_leaves_nothing_running(copy):
+    """Served through a wrong section; the engine's server killed, the
+    loop stops the rest; started again (all cached), Ctrl-C stops all."""
+    served = Served(copy)
+    try:
+        served.wait_for("serving at")
+        status, html = served.page("alpha/")
+        assert status == 200
+        assert "1.5" in html
+        started = serve.descendants(served.process.pid)
+        engine = [p for p in started if "mkdocs" in _command(p)]
+        assert engine, [_command(p) for p in started]
+        assert len(started) > len(engine)  # the warm kernels too
+        alpha = copy / "docs/alpha.md"
+        good = alpha.read_text()
+        alpha.write_text(good.replace("add-one", "add-on"))
+        served.wait_for("did you mean add-one?")
+        time.sleep(1.5)  # the engine rebuilt too: still serving
+        assert served.page("alpha/")[0] == 200
+        alpha.write_text(good)
+        served.wait_for("agree with the code and the data again")
+        os.kill(engine[0], signal.SIGKILL)  # the server exits on its own
+        served.wait_for("server exited")
+        stopped(served, started)
+
+        served = Served(copy)  # again, everything cached: then Ctrl-C
+        served.wait_for("serving at")
+        started = serve.descendants(served.process.pid)
+        served.process.send_signal(signal.SIGINT)
+        stopped(served, started)
+    finally:
+        if served.process.poll() is None:
+            serve.stop_all(served.process.pid, wait=1)
+            served.process.kill()
+
+
+def _command(pid):
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return ""
