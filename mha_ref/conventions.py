@@ -193,8 +193,10 @@ def learned_sink_as_key(k, v, sinks):
     that gives that key the score s_h (its q . k is 0 under any scale
     or soft-cap). attention(q, k', v', bias=b') equals attention(q, k,
     v, sinks=sinks): gpt-oss's learned sink is a key that every query
-    sees at a fixed score and that carries nothing, which is what
-    StreamingLLM's first tokens become in a trained model.
+    sees at a fixed score and that carries nothing. The first tokens of
+    a model trained without one play that role only roughly (their
+    score varies with the query, their value is not 0); StreamingLLM's
+    "zero sink" (softmax off by one) is sinks = 0.
     """
     checks.sink_key_inputs(k, v, sinks)  # (H,) sinks, -inf allowed
     zero_k = k.new_zeros(*k.shape[:-2], 1, k.shape[-1])  # (B, H, 1, d)
@@ -210,8 +212,9 @@ def mask_then_softcap(scores, mask, softcap):
     """The weights of the wrong order: the mask's -inf, then the cap.
 
     cap tanh(-inf / cap) = -cap: a masked key keeps the finite score
-    -cap and so a weight of exp(-cap - max) > 0. Gemma 2 caps first,
-    then masks (as attention does), and the masked weight is 0.
+    -cap and so a weight of exp(-cap - max) / Z > 0, max the row's
+    largest score after the cap. Gemma 2 caps first, then masks (as
+    attention does), and the masked weight is 0.
     """
     checks.softcap_value(softcap)
     filled = scores.masked_fill(mask, float("-inf"))  # mask first

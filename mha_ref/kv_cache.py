@@ -165,6 +165,7 @@ class RollingKVCache(KVCache):
             return positions
         return torch.cat([self.positions, positions])
 
+    # --8<-- [start:rolling-cache-keep]
     def keep(self, keys, values, key_positions):
         """Store keys, values (B, H_kv, T, dh) that a later query can see."""
         following = key_positions[-1:] + 1  # (1,): the next query
@@ -175,6 +176,7 @@ class RollingKVCache(KVCache):
         self.keys, self.values = keys[..., kept, :], values[..., kept, :]
         self.positions = key_positions[kept]  # (T_held,)
         self.seen = int(following)
+        # --8<-- [end:rolling-cache-keep]
 
     # --8<-- [end:rolling-cache-class]
 
@@ -249,6 +251,7 @@ def cached_forward(module, x, chunks, window=None, sink_tokens=0):
 
 
 # --8<-- [start:cross-attention-cache]
+# --8<-- [start:cross-keys-values]
 def cross_keys_values(module, context):
     """K and V (B, H_kv, S, dh) of an encoder output, computed once.
 
@@ -260,8 +263,10 @@ def cross_keys_values(module, context):
     k = module.split_heads(module.wk(context))  # (B, H_kv, S, dh)
     v = module.split_heads(module.wv(context))  # (B, H_kv, S, dh)
     return k, v
+    # --8<-- [end:cross-keys-values]
 
 
+# --8<-- [start:cross-step]
 def cross_step(module, x, keys_values, padding=None):
     """Decoder rows x (B, Tc, d_model) attending to the cached K, V.
 
@@ -272,4 +277,5 @@ def cross_step(module, x, keys_values, padding=None):
     q = module.split_heads(module.wq(x))  # (B, H, Tc, dh)
     out, _ = torch_ref.attention(q, *keys_values, padding)  # (B, H, Tc, dh)
     return module.wo(module.merge_heads(out))  # (B, Tc, d_model)
+    # --8<-- [end:cross-step]
     # --8<-- [end:cross-attention-cache]

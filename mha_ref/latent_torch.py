@@ -160,8 +160,8 @@ class MultiHeadLatentAttention(nn.Module):
 
         rope_interleave: the checkpoint pairs features (2i, 2i + 1);
         gathering evens then odds makes them the halves apply_rope
-        turns. Hugging Face's apply_rotary_pos_emb_interleave turns the
-        pairs in place and writes turned evens, then turned odds: the
+        turns. Hugging Face's apply_rotary_pos_emb_interleave turns each
+        pair directly and writes turned evens, then turned odds: the
         same numbers in the same order (its docstring: bit-identical).
         """
         if self.rope_interleave:  # (x0, x1, x2, x3) -> (x0, x2, x1, x3)

@@ -128,6 +128,7 @@ def attention(
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
     d = q.shape[-1]  # the head size d_k, not d_model
+    # --8<-- [start:attention-modifiers]
     # S = Q K^T / sqrt(d_k), or Q K^T * scale
     scores = q @ np.swapaxes(k, -2, -1)  # (..., Tq, Tk)
     scores = scores / math.sqrt(d) if scale is None else scores * scale
@@ -142,6 +143,7 @@ def attention(
         weights = softmax_with_sinks(scores, sinks, empty_rows)
     else:  # each row sums to 1 over keys (or 0: empty_rows="zero")
         weights = softmax(scores, axis=-1, empty_rows=empty_rows)
+    # --8<-- [end:attention-modifiers]
     return weights @ v, weights  # (..., Tq, dv), (..., Tq, Tk)
     # --8<-- [end:attention]
 

@@ -129,6 +129,7 @@ def attention(
     # fp16 and bf16 compute in float32, as SDPA does; float64 stays
     wide = torch.promote_types(dtype, torch.float32)
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
+    # --8<-- [start:attention-modifiers]
     # S = Q K^T / sqrt(d_k), or Q K^T * scale
     scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
     scores = scores / math.sqrt(d) if scale is None else scores * scale
@@ -143,6 +144,7 @@ def attention(
         weights = softmax_with_sinks(scores, sinks.to(wide), empty_rows)
     else:
         weights = scores.softmax(dim=-1)  # each row sums to 1 over keys
+    # --8<-- [end:attention-modifiers]
     if empty_rows == "zero" and mask is not None:  # SDPA, flash-attn
         empty = mask.all(dim=-1, keepdim=True)  # (..., Tq, 1): no key
         weights = weights.masked_fill(empty, 0.0)  # NaN rows become 0

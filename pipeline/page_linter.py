@@ -341,29 +341,40 @@ def _bind(target, value, bound):
 
 def check_hand_typed(root, data=None):
     data = load_data(root) if data is None else data
-    shown = results(root, data)
+    by_length = {}  # results by how many numbers they are
+    for dotted, value in results(root, data).items():
+        values = value if isinstance(value, list) else [value]
+        by_length.setdefault(len(values), []).append((dotted, values))
+    patterns = {
+        n: re.compile(rf"(?<![\w.]){SEP.join([f'({NUMBER})'] * n)}(?![\w.])")
+        for n in by_length
+    }
     problems = []
     for page, text in pages(root):
         # placeholders are allowed: blank them, keeping line numbers
         clean = RE_TEMPLATE.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), text)
         clean = RE_INCLUDE.sub("", clean)
-        for dotted, value in shown.items():
-            values = value if isinstance(value, list) else [value]
-            pattern = SEP.join([f"({NUMBER})"] * len(values))
-            for match in re.finditer(rf"(?<![\w.]){pattern}(?![\w.])", clean):
-                if _too_short(match.groups()):
+        for n, pattern in patterns.items():
+            for match in pattern.finditer(clean):
+                tokens = match.groups()
+                if _too_short(tokens):
                     continue  # could as well be an input the prose names
-                if all(map(_matches, match.groups(), values)):
-                    problems.append(
-                        Problem(
-                            page,
-                            line_of(clean, match.start()),
-                            f"{match[0]!r} types the result {dotted} by hand; "
-                            f"it goes stale when the code changes: write "
-                            f"<< {dotted} | vec >> (or num, sci) instead",
+                for dotted, values in by_length[n]:
+                    if all(map(_matches, tokens, values)):
+                        problems.append(
+                            _typed_problem(page, clean, match, dotted)
                         )
-                    )
     return problems
+
+
+def _typed_problem(page, clean, match, dotted):
+    return Problem(
+        page,
+        line_of(clean, match.start()),
+        f"{match[0]!r} types the result {dotted} by hand; it goes stale "
+        f"when the code changes: write << {dotted} | vec >> (or num, sci) "
+        "instead",
+    )
 
 
 # ------------------------------------------------------------------ math

@@ -273,32 +273,32 @@ d_h = V3["v_head_dim"]  # the paper's per-head width d_h (= d_nope here)
 d_narrow = V3["d_model"] // V3["n_head"]  # 56: heads of MHA, same width
 rows = {
     "mla": (
-        "DeepSeek-V3 (MLA)",
+        "DeepSeek-V3, MLA",
         f"{V3['kv_lora_rank']} + {V3['qk_rope_head_dim']}",
         v3_layers,
         latent_torch.latent_cache_bytes_per_token(V3),
     ),
     "mha": (
-        f"MHA, {V3['n_head']} heads of {d_h}",
+        f"MHA, heads of {d_h}",
         f"{V3['n_head']} x ({d_h} + {d_h})",
         v3_layers,
         mha_bytes_per_token(V3["n_head"], d_h),
     ),
     "expanded": (
-        "naive form's K, V kept",
+        "naive K, V kept",
         f"{V3['n_head']} x ({V3['qk_nope_head_dim'] + V3['qk_rope_head_dim']}"
         f" + {V3['v_head_dim']})",
         v3_layers,
         latent_torch.expanded_kv_bytes_per_token(V3),
     ),
     "mha_narrow": (
-        f"MHA, {V3['n_head']} heads of {d_narrow}",
+        f"MHA, heads of {d_narrow}",
         f"{V3['n_head']} x ({d_narrow} + {d_narrow})",
         v3_layers,
         mha_bytes_per_token(V3["n_head"], d_narrow),
     ),
     "llama": (
-        "Llama 3 70B (GQA)",
+        "Llama 3 70B, GQA",
         f"{llama['n_kv_head']} x ({llama['d_head']} + {llama['d_head']})",
         llama["n_layer"],
         gqa_bytes_per_token(llama["n_kv_head"], llama["d_head"]),
@@ -337,45 +337,54 @@ glue.value(
 )
 glue.table(
     "latent-cache",
-    ["model", "values per token, layer", "layers", "KiB per token", "x MLA"],
+    ["model (layers)", "values per layer", "KiB per token", "x MLA"],
     [
         [
-            r["name"],
+            f"{r['name']} ({r['layers']})",
             f"{r['attention']} = {r['values_per_layer']:,}",
-            str(r["layers"]),
             f"{r['per_token'] / 1024:,.1f}",
             f"{r['times_mla']:.1f}",
         ]
         for r in cache_rows.values()
     ],
-    "llrrr",
+    "llrr",
 )
 
 
 def draw_cache(fig, theme):
+    # points, not bars, on the log axis: a bar's length there would
+    # depend on where the axis starts; the ratios are the distances
     ax = fig.subplots()
     shown = list(cache_rows.values())
     kib = [r["per_token"] / 1024 for r in shown]
     shipped = {"mla": theme.series[0], "llama": theme.series[1]}
     colours = [shipped.get(key, theme.masked) for key in cache_rows]
-    ax.barh(range(len(shown)), kib, color=colours, height=0.6)
-    ax.set_yticks(range(len(shown)), [r["name"] for r in shown])
-    ax.invert_yaxis()
+    rows = range(len(shown))
+    ax.scatter(kib, rows, color=colours, s=60, zorder=3)
+    ax.set_yticks(rows, [r["name"] for r in shown])
+    ax.set_ylim(len(shown) - 0.5, -0.5)  # the table's order, top down
     ax.set_xscale("log")
     for i, value in enumerate(kib):
-        ax.text(value, i, f" {value:,.1f}", va="center", fontsize=9)
-    ax.set_xlabel("KiB per token, all layers, bfloat16 (log scale)")
-    ax.set_xlim(min(kib) / 2, max(kib) * 4)
-    ax.grid(axis="x", which="major", alpha=0.4)
+        ax.annotate(
+            f"{value:,.1f}",
+            (value, i),
+            xytext=(7, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=9,
+        )
+    ax.set_xlabel("KiB per token, all layers (log scale)")
+    ax.set_xlim(min(kib) / 2, max(kib) * 6)
+    ax.grid(axis="both", which="major", alpha=0.4)
     ax.set_axisbelow(True)
 
 
 glue.figure(
     "latent-cache-bytes",
     draw_cache,
-    figsize=(4.6, 2.6),
-    alt="Horizontal bars on a logarithmic axis, cache kibibytes per "
-    "token over all layers in bfloat16: "
+    figsize=(3.9, 2.4),
+    alt="Points on a logarithmic axis, cache kibibytes per token over "
+    "all layers in bfloat16: "
     + "; ".join(
         f"{r['name']} ({r['attention']}): {r['per_token'] / 1024:,.1f}"
         for r in cache_rows.values()
@@ -474,11 +483,11 @@ for form in parts:
 labels = {
     "queries": "queries",
     "latents": "latent, shared key",
-    expand: "expand latents to K, V",
-    absorb: "absorb $W^{UK}$, $W^{UV}$",
+    expand: "expand to K, V",
+    absorb: "absorb",
     "scores": "scores",
     "weighted_sum": "weighted sum",
-    "output": "output $W^O$",
+    "output": "output",
 }
 
 
@@ -488,7 +497,7 @@ def mflop(n):
 
 glue.table(
     "latent-flops",
-    ["part (MFLOP)", "naive", "absorbed", "cached K, V"],
+    ["MFLOP", "naive", "absorbed", "kept K, V"],
     [
         [label] + [mflop(parts[f][part]) for f in parts]
         for part, label in labels.items()
@@ -588,17 +597,16 @@ symbols = {
 }
 glue.table(
     "latent-v3-weights",
-    ["weight", "paper", "shape", "parameters"],
+    ["weight", "paper", "shape"],
     [
         [
             f"`{name.removesuffix('.weight')}`",
             symbols[name],
             " x ".join(str(n) for n in p.shape),
-            f"{p.numel():,}",
         ]
         for name, p in v3_layer.named_parameters()
     ],
-    "llrr",
+    "llr",
 )
 glue.value(
     "tolerances",

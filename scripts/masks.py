@@ -23,7 +23,9 @@ T = 16
 pos = np.arange(T)  # (T,): 0 .. T - 1
 WINDOW, SINKS, CHUNK, PREFIX = 4, 2, 4, 6
 LENGTHS = [5, 3, 8]  # three packed documents, T tokens in all
-PADDED = 12  # a sequence of 12 real tokens, padded to T
+PADDED = 12  # a batch of two: T real tokens, and 12 padded to T
+# (B, 1, 1, T): True on the padding keys; the figures draw sequence 1
+batch_padding = numpy_ref.key_padding_mask([T, PADDED], T)
 families = {
     "causal": numpy_ref.causal_mask_for_positions(pos, pos),
     "sliding-window": numpy_ref.sliding_window_mask(pos, pos, WINDOW),
@@ -31,12 +33,10 @@ families = {
     "chunked": numpy_ref.chunked_mask(pos, pos, CHUNK),
     "document": numpy_ref.packed_causal_mask(LENGTHS),
     "prefix-lm": numpy_ref.prefix_lm_mask(pos, pos, PREFIX),
-    # one sequence of a padded batch: (B, 1, 1, T) -> (T,) padding keys
-    "encoder": np.broadcast_to(
-        numpy_ref.key_padding_mask([PADDED], T)[0, 0], (T, T)
-    ),
-    "decoder": numpy_ref.causal_mask(T)
-    | numpy_ref.key_padding_mask([PADDED], T)[0, 0],
+    # sequence 1 of the batch: (1, T) padding keys, the same for every row
+    "encoder": np.broadcast_to(batch_padding[1, 0], (T, T)),
+    # the decoder's mask is one |: (T, T) | (B, 1, 1, T) -> (B, 1, T, T)
+    "decoder": (numpy_ref.causal_mask(T) | batch_padding)[1, 0],
     "combined": numpy_ref.sliding_window_mask(pos, pos, WINDOW)
     | numpy_ref.document_mask(*[numpy_ref.document_ids(LENGTHS)] * 2),
 }
@@ -68,6 +68,13 @@ glue.value(
 )
 
 
+def cell_borders(ax, rows, cols, theme, linewidth=0.4):
+    """A light line around every cell of an imshow grid."""
+    style = {"color": theme.muted, "linewidth": linewidth, "alpha": 0.6}
+    ax.vlines(np.arange(-0.5, cols), -0.5, rows - 0.5, **style)
+    ax.hlines(np.arange(-0.5, rows), -0.5, cols - 0.5, **style)
+
+
 def draw_mask(mask, title, xlabel="key position", ylabel="query position"):
     """The one layout of every mask figure on the page."""
 
@@ -78,6 +85,7 @@ def draw_mask(mask, title, xlabel="key position", ylabel="query position"):
         tq, tk = mask.shape
         ax.set_xticks(range(0, tk, 4))
         ax.set_yticks(range(0, tq, 4))
+        cell_borders(ax, tq, tk, theme)
         ax.set_xlabel(xlabel)
         ax.set_ylabel(ylabel)
         ax.set_title(title)
@@ -113,11 +121,13 @@ TITLES = {
     "prefix-lm": (f"prefix LM, prefix {PREFIX}", f"a prefix of {PREFIX}"),
     "encoder": (
         f"encoder, {PADDED} tokens + padding",
-        f"an encoder: bidirectional, {T - PADDED} padding keys",
+        f"an encoder, sequence 1 of a batch of lengths {[T, PADDED]}: "
+        f"bidirectional, {T - PADDED} padding keys",
     ),
     "decoder": (
         f"decoder, {PADDED} tokens + padding",
-        f"a decoder: causal, {T - PADDED} padding keys",
+        f"a decoder, sequence 1 of a batch of lengths {[T, PADDED]}: "
+        f"causal, {T - PADDED} padding keys",
     ),
     "combined": (
         f"window {WINDOW} | documents",
@@ -143,13 +153,29 @@ for name, mask in families.items():
 # Mistral's reference count the query itself; attention-gym's
 # `q_idx - kv_idx <= window_size`, Mistral's prefill mask
 # `triu(tril(ones), diagonal=-sliding_window)` and flash-attn's
-# `window_size=(left, 0)` count the keys before it.
+# `window_size=(left, 0)` count the keys before it. Mistral's decoding
+# is simulated: one token a step, written into slot `position % w` of
+# a buffer of `w` slots, then the filled slots are read.
 
 # %%
 q_last, k_all, w = T - 1, pos, WINDOW
+
+
+def mistral_decode_reads(t, w):
+    """Positions the query at t reads in Mistral's rolling buffer."""
+    slots = [None] * w  # cache_k: sliding_window slots
+    for p in range(t + 1):  # one token per decoding step
+        slots[p % w] = p  # scatter at positions % sliding_window
+        read = slots[: p + 1]  # cache_k[:, :cur_pos], cur_pos = p + 1
+    return sorted(p for p in read if p is not None)
+
+
+mistral_read = mistral_decode_reads(q_last, w)
+print("Mistral's buffer, last query reads positions", mistral_read)
 conventions = {
     "hugging_face": int(np.sum((k_all > q_last - w) & (k_all <= q_last))),
-    "mistral_decode": min(q_last + 1, w),  # the rolling buffer of w slots
+    "mistral_decode": len(mistral_read),
+    "mistral_decode_positions": mistral_read,
     "mistral_prefill": int(
         np.triu(np.tril(np.ones((T, T))), -w)[q_last].sum()
     ),
@@ -189,52 +215,131 @@ def moved(mask, row):
     return float(np.abs(after - before)[row].max())
 
 
+changed_key = PREFIX + 2  # a key after the prefix changes
 k_moved = k.copy()
-k_moved[PREFIX + 2] += 10.0  # a key after the prefix changes
+k_moved[changed_key] += 10.0
 prefix_mask = families["prefix-lm"]
 before, _ = numpy_ref.attention(q, k, v, prefix_mask)
 after, _ = numpy_ref.attention(q, k_moved, v, prefix_mask)
+row_moves = np.abs(after - before).max(axis=-1)  # (T,): per query row
+changed_rows = np.flatnonzero(row_moves > 0)
 effects = glue.value(
     "effects",
     {
         "causal_last_row": moved(families["causal"], T - 1),
         "window_last_row": moved(families["sliding-window"], T - 1),
         "sinks_last_row": moved(families["sinks"], T - 1),
-        "prefix_rows": float(np.abs(after - before)[:PREFIX].max()),
-        "later_rows": float(np.abs(after - before)[PREFIX + 2 :].max()),
+        "changed_key": changed_key,
+        "changed_rows": [int(changed_rows[0]), int(changed_rows[-1])],
+        "prefix_rows": float(row_moves[:PREFIX].max()),
+        "rows_before_key": float(row_moves[PREFIX:changed_key].max()),
+        "later_rows": float(row_moves[changed_key:].max()),
     },
 )
 print(effects)
 
 # %% [markdown]
+# ## A window in a stack of layers
+#
+# One layer under a window of 4 cannot see position 0 from position
+# 15. A stack can: each layer carries information W - 1 positions
+# further (Mistral 7B, Jiang et al. 2023, section 2). Residual layers
+# x + attention(x), all under the window; change the input at
+# position 0 and watch the last position after each layer.
+
+# %%
+torch.manual_seed(5)
+stack = [
+    torch_ref.MultiHeadAttention(16, 4, dtype=torch.float64) for _ in range(6)
+]
+window_mask = torch_ref.sliding_window_mask(
+    torch.arange(T), torch.arange(T), WINDOW
+)  # (T, T)
+h = torch.randn(1, T, 16, dtype=torch.float64)
+h_moved = h.clone()
+h_moved[0, 0] += 10.0  # the input at position 0 changes
+per_layer = []
+with torch.no_grad():
+    for block in stack:
+        h = h + block(h, mask=window_mask)[0]  # (1, T, 16)
+        h_moved = h_moved + block(h_moved, mask=window_mask)[0]
+        per_layer.append(float((h_moved - h)[0, -1].abs().max()))
+reached = next(i + 1 for i, e in enumerate(per_layer) if e > 0)
+receptive = glue.value(
+    "receptive",
+    {
+        "per_layer": per_layer,  # the last position's change, layers 1..
+        "first_layer": reached,
+        "silent_layers": reached - 1,  # the last position does not move
+        "reach_per_layer": WINDOW - 1,
+        "distance": T - 1,  # from position 0 to the last position
+        "predicted": -(-(T - 1) // (WINDOW - 1)),  # ceil((T-1) / (W-1))
+    },
+)
+print(receptive)
+
+# %% [markdown]
+# ## A prefix LM through a cache: the prefix in one chunk
+#
+# A cache computes each query once, when its chunk arrives: it reads
+# the keys up to the end of its chunk, never a later one. Under a
+# prefix LM, a prefix query should read the whole prefix; it does only
+# when the whole prefix arrives in one chunk.
+
+# %%
+
+
+def through_chunks(chunks):
+    """The prefix-LM output of queries computed chunk by chunk."""
+    chunk_end = np.repeat(np.cumsum(chunks), chunks)  # (T,): per query
+    not_yet = pos[None, :] >= chunk_end[:, None]  # (T, T): a later chunk
+    out, _ = numpy_ref.attention(q, k, v, prefix_mask | not_yet)
+    return float(np.abs(out - before).max())  # against the full pass
+
+
+whole_prefix = [PREFIX] + [1] * (T - PREFIX)
+split_prefix = [PREFIX // 2, PREFIX - PREFIX // 2] + [1] * (T - PREFIX)
+prefix_cache = glue.value(
+    "prefix_cache",
+    {
+        "whole": whole_prefix[:3],
+        "whole_diff": through_chunks(whole_prefix),
+        "split": split_prefix[:3],
+        "split_diff": through_chunks(split_prefix),
+    },
+)
+print(prefix_cache)
+
+# %% [markdown]
 # ## Encoder against decoder, on a padded batch
 #
-# Two sequences of 8 and 5 tokens, right-padded to 8. The encoder masks
-# only the padding keys, $(B, 1, 1, T)$; the decoder adds the causal
-# mask with `|`. Rewriting what sits in the padding changes no output
-# of a real token in either.
+# The batch the figures draw: two sequences of 16 and 12 tokens,
+# right-padded to 16. The encoder masks only the padding keys,
+# $(B, 1, 1, T)$; the decoder adds the causal mask with `|`. Rewriting
+# what sits in the padding changes no output of a real token in either.
 
 # %%
 torch.manual_seed(0)
 d_model, n_head = 16, 4
 layer = torch_ref.MultiHeadAttention(d_model, n_head, dtype=torch.float64)
-x = torch.randn(2, 8, d_model, dtype=torch.float64)
-lengths = [8, 5]
+x = torch.randn(2, T, d_model, dtype=torch.float64)
+lengths = [T, PADDED]
 padding = torch_ref.key_padding_mask(lengths)  # (B, 1, 1, T)
 masks = {
     "encoder": padding,
-    "decoder": torch_ref.causal_mask(8) | padding,  # (B, 1, T, T)
+    "decoder": torch_ref.causal_mask(T) | padding,  # (B, 1, T, T)
 }
 x_junk = x.clone()
-x_junk[1, 5:] = 100.0  # the padding of sequence 1, rewritten
-real = torch.tensor([[True] * 8, [True] * 5 + [False] * 3])  # (B, T)
+x_junk[1, PADDED:] = 100.0  # the padding of sequence 1, rewritten
+real = ~padding[:, 0, 0]  # (B, T): the real tokens
 enc_dec = {}
 with torch.no_grad():
     for name, mask in masks.items():
         y = layer(x, mask=mask)[0]
         y_junk = layer(x_junk, mask=mask)[0]
+        allowed = ~mask.expand(2, 1, T, T)  # (B, 1, T, T)
         enc_dec[name] = {
-            "first_row_keys": int((~mask.expand(2, 1, 8, 8))[1, 0, 0].sum()),
+            "first_row_keys": int(allowed[1, 0, 0].sum()),
             "padding_effect": float((y - y_junk)[real].abs().max()),
         }
 print(enc_dec)
@@ -259,17 +364,31 @@ n_target, n_source, source_lengths = 5, 9, [9, 6]
 target = torch.randn(2, n_target, d_model, dtype=torch.float64)
 source = torch.randn(2, n_source, d_model, dtype=torch.float64)
 source_padding = torch_ref.key_padding_mask(source_lengths)  # (B, 1, 1, S)
-projections = 0
+calls = {"wq": 0, "wk": 0, "wv": 0}  # projections run while decoding
+
+
+def counter(name):
+    def count(module, inputs, output):
+        calls[name] += 1
+
+    return count
+
+
 with torch.no_grad():
     full = cross_layer(target, mask=source_padding, context=source)[0]
+    hooks = [
+        getattr(cross_layer, name).register_forward_hook(counter(name))
+        for name in calls
+    ]
     keys_values = kv_cache.cross_keys_values(cross_layer, source)
-    projections += 1  # once, before the first step
     steps = [
         kv_cache.cross_step(
             cross_layer, target[:, t : t + 1], keys_values, source_padding
         )
         for t in range(n_target)
     ]
+    for hook in hooks:
+        hook.remove()
     stepped = torch.cat(steps, dim=1)  # (B, n_target, d_model)
     source_junk = source.clone()
     source_junk[1, 6:] = -50.0  # the padding of source 1, rewritten
@@ -285,8 +404,8 @@ cross = glue.value(
         "n_target": n_target,
         "n_source": n_source,
         "source_lengths": source_lengths,
-        "kv_shape": list(keys_values[0].shape),
-        "projections": projections,
+        "kv_shape": list(keys_values[0].shape),  # (B, H_kv, S, d_head)
+        "calls": calls,
         "steps": len(steps),
         "max_diff": float((stepped - full).abs().max()),
         "padding_effect": float((junk - full).abs().max()),
@@ -398,30 +517,43 @@ print(rolling)
 # %% [markdown]
 # ## Rolling against full cache at long lengths
 #
-# Entries are counted per layer; bytes use the shape of Mistral 7B as
-# Hugging Face's `MistralConfig` describes it by default (32 layers, 8
-# key/value heads of 128, a window of 4096), in 16-bit floats, with 4
-# sinks. A Gemma 2-like stack alternates window and full layers, a
-# Gemma 3-like one has 5 window layers per full one.
+# Entries are counted per layer, for one sequence (batch 1). Bytes use
+# the shape of Mistral 7B v0.1 as Hugging Face's `MistralConfig`
+# describes it by default (32 layers, 8 key/value heads of 128, a
+# window of 4096), keys and values in 16-bit floats, no sinks (none of
+# these models has any; each sink adds one entry per window layer).
+# The mixed stacks use their own model's window: Gemma 2 alternates
+# window layers of 4096 with full ones, Gemma 3 has 5 window layers of
+# 1024 per full one. Their columns are a share of a cache of full
+# layers only, whatever the layer's shape.
 
 # %%
-n_layers, n_kv, d_kv, window_7b, sinks_7b = 32, 8, 128, 4096, 4
+n_layers, n_kv, d_kv, window_7b = 32, 8, 128, 4096
 bytes_per_entry = 2 * n_layers * n_kv * d_kv * 2  # K and V, fp16
+mixed = {  # (window layers per full layer, window)
+    "gemma2": (1, 4096),
+    "gemma3": (5, 1024),
+}
 long_lengths = [4096, 16384, 32768, 131072]
+
+
+def rolling_entries(t, window):
+    """Entries a rolling cache holds between steps, after t positions."""
+    return min(t, window - 1)
+
+
 memory_rows = []
 for t in long_lengths:
-    full_entries, rolling_entries = t, min(t, sinks_7b + window_7b - 1)
-    memory_rows.append(
-        {
-            "t": t,
-            "full_gib": full_entries * bytes_per_entry / 2**30,
-            "rolling_gib": rolling_entries * bytes_per_entry / 2**30,
-            "ratio": rolling_entries / full_entries,
-            # share of an all-full-layer cache, mixed stacks
-            "gemma2_like": 0.5 + 0.5 * rolling_entries / full_entries,
-            "gemma3_like": 1 / 6 + 5 / 6 * rolling_entries / full_entries,
-        }
-    )
+    row = {
+        "t": t,
+        "full_gib": t * bytes_per_entry / 2**30,
+        "rolling_gib": rolling_entries(t, window_7b) * bytes_per_entry / 2**30,
+    }
+    for name, (n_window, w_mixed) in mixed.items():
+        # share of an all-full-layer cache: n_window rolling, 1 full
+        kept = rolling_entries(t, w_mixed) / t  # a window layer's share
+        row[name] = (1 + n_window * kept) / (1 + n_window)
+    memory_rows.append(row)
 glue.value(
     "memory",
     {
@@ -429,44 +561,42 @@ glue.value(
         "n_kv_head": n_kv,
         "d_head": d_kv,
         "window": window_7b,
-        "sinks": sinks_7b,
+        "batch": 1,
+        "bytes_per_value": 2,
         "kib_per_token": bytes_per_entry / 1024,
+        "gemma2_window": mixed["gemma2"][1],
+        "gemma3_window": mixed["gemma3"][1],
+        "gemma3_ratio": mixed["gemma3"][0],
         "rows": memory_rows,
     },
 )
 glue.table(
     "masks-memory",
-    [
-        "T",
-        "full cache (GiB)",
-        "rolling cache (GiB)",
-        "rolling / full",
-        "1:1 window/full layers",
-        "5:1 window/full layers",
-    ],
+    ["T", "full, GiB", "rolling, GiB", "1:1, W 4096", "5:1, W 1024"],
     [
         [
             f"{r['t']:,}",
             fmt(r["full_gib"], 3),
             fmt(r["rolling_gib"], 3),
-            fmt(r["ratio"], 3),
-            fmt(r["gemma2_like"], 3),
-            fmt(r["gemma3_like"], 3),
+            fmt(r["gemma2"], 3),
+            fmt(r["gemma3"], 3),
         ]
         for r in memory_rows
     ],
-    "rrrrrr",
+    "rrrrr",
 )
 
 # %% [markdown]
 # ## Block sparsity: the share of tiles the tiled pass computes
 #
-# `tiled.tiles_computed` runs the tiled loop's own test (a tile is
-# skipped when the rule blocks every pair in it) for tiles of
-# 128 x 128, FlexAttention's default block. Causal, a window of 512,
-# chunks of 1024 (Llama 4 uses 8192) and packed documents of random
-# lengths around 512, causal in each. The last check: the tiled pass
-# with each rule gives `numpy_ref.attention` with its dense mask.
+# The tiled loop's own test (a tile is skipped when the rule blocks
+# every pair in it), kept tile by tile for T = 4096 and tiles of
+# 128 x 128, FlexAttention's default block; a shorter T is the grid's
+# top-left corner, and `tiled.tiles_computed` counts the same tiles.
+# Causal, a window of 512, chunks of 1024 (Llama 4 uses 8192) and
+# packed documents of random lengths around 512, causal in each. The
+# last check: the tiled pass with each rule gives `numpy_ref.attention`
+# with its dense mask.
 
 # %%
 BLOCK, SPARSE_WINDOW, SPARSE_CHUNK = 128, 512, 1024
@@ -494,13 +624,31 @@ rules = {
     "document": packed_rule,
 }
 tile_lengths = [512, 1024, 2048, 4096]
-shares = {name: [] for name in rules}
-for t in tile_lengths:
-    for name, rule in rules.items():
-        computed, total = tiled.tiles_computed(
-            rule, np.arange(t), np.arange(t), BLOCK, BLOCK
-        )
-        shares[name].append(computed / total)
+n_tiles = longest // BLOCK
+tile_positions = np.arange(longest).reshape(n_tiles, BLOCK)  # tile rows
+tile_grids = {  # the loop's test on every tile: True = computed
+    name: np.array(
+        [
+            [not rule(q_t, k_t).all() for k_t in tile_positions]
+            for q_t in tile_positions
+        ]
+    )  # (n_tiles, n_tiles) for T = 4096
+    for name, rule in rules.items()
+}
+shares = {  # a shorter T is the grid's top-left corner
+    name: [grid[: t // BLOCK, : t // BLOCK].mean() for t in tile_lengths]
+    for name, grid in tile_grids.items()
+}
+for name, rule in rules.items():  # tiles_computed counts the same tiles
+    computed, total = tiled.tiles_computed(
+        rule, np.arange(2048), np.arange(2048), BLOCK, BLOCK
+    )
+    if computed / total != shares[name][tile_lengths.index(2048)]:
+        raise RuntimeError(f"{name}: the grid and tiles_computed differ")
+window_falls = [
+    shares["sliding_window"][i + 1] / shares["sliding_window"][i]
+    for i in range(len(tile_lengths) - 1)
+]  # the factor from one length to the next, double the length
 glue.value(
     "sparsity",
     {
@@ -510,18 +658,13 @@ glue.value(
         "chunk": SPARSE_CHUNK,
         "documents": len(doc_lengths),
         "mean_length": float(np.mean(doc_lengths)),
+        "window_falls": window_falls,
         **shares,
     },
 )
 glue.table(
     "masks-sparsity",
-    [
-        "T",
-        "causal",
-        f"window {SPARSE_WINDOW}",
-        f"chunks of {SPARSE_CHUNK}",
-        "packed documents",
-    ],
+    ["T", "causal", f"W {SPARSE_WINDOW}", f"C {SPARSE_CHUNK}", "docs"],
     [
         [f"{t:,}", *(fmt(shares[name][i], 3) for name in rules)]
         for i, t in enumerate(tile_lengths)
@@ -562,21 +705,31 @@ def draw_sparsity(fig, theme):
         "document": "packed documents",
     }
     for i, (name, label) in enumerate(labels.items()):
+        shift = 1.04 ** (i - 1.5)  # side by side where the shares agree
         ax.plot(
-            tile_lengths,
+            [t * shift for t in tile_lengths],
             shares[name],
             "os^D"[i] + "-",
             color=theme.series[i],
+            markerfacecolor="none" if i % 2 else theme.series[i],
             label=label,
         )
+    # a share that halves when T doubles: slope -1 on these axes
+    anchor = tile_lengths.index(2048)
+    guide = [shares["sliding_window"][anchor] * 2048 / t for t in (1024, 4096)]
+    ax.plot((1024, 4096), guide, "--", color=theme.muted, label="1 / T")
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xticks(tile_lengths, [str(t) for t in tile_lengths])
+    ticks = [0.1, 0.2, 0.3, 0.5]
+    ax.set_yticks(ticks, [str(t) for t in ticks])
+    ax.yaxis.set_minor_formatter("")
+    ax.set_ylim(0.09, 0.8)
     ax.set_xlabel("sequence length T (log scale)")
     ax.set_ylabel("share of tiles computed (log scale)")
     ax.set_title(f"Tiles of {BLOCK} x {BLOCK} the loop computes")
     ax.grid(True, alpha=0.4)
-    ax.legend(loc="lower left")
+    ax.legend(loc="lower left", fontsize=9)
 
 
 glue.figure(
@@ -586,11 +739,65 @@ glue.figure(
     alt=(
         f"Share of {BLOCK} by {BLOCK} tiles the tiled pass computes "
         f"against sequence length from {tile_lengths[0]} to "
-        f"{tile_lengths[-1]}, log-log. Causal stays near one half "
+        f"{tile_lengths[-1]}, log-log, with a dashed line of slope -1. "
+        f"Causal stays near one half "
         f"({fmt(shares['causal'][-1], 3)} at {tile_lengths[-1]}); the "
         f"window of {SPARSE_WINDOW} falls to "
         f"{fmt(shares['sliding_window'][-1], 3)}, chunks of {SPARSE_CHUNK} "
         f"to {fmt(shares['chunked'][-1], 3)} and packed documents to "
-        f"{fmt(shares['document'][-1], 3)}."
+        f"{fmt(shares['document'][-1], 3)}, each close to the dashed line."
+    ),
+)
+
+# %% [markdown]
+# ## Which tiles: the loop's test, tile by tile
+#
+# The grid of the cell above, drawn for T = 4096: computed tiles
+# coloured, skipped ones grey.
+
+# %%
+grid_rules = ["causal", "sliding_window", "document"]
+glue.value(
+    "tile_grid",
+    {
+        "t": longest,
+        "tiles": n_tiles,
+        "computed": {n: int(tile_grids[n].sum()) for n in grid_rules},
+    },
+)
+
+
+def draw_tile_grids(fig, theme):
+    axes = fig.subplots(1, len(grid_rules), sharey=True)
+    titles = {
+        "causal": "causal",
+        "sliding_window": f"window {SPARSE_WINDOW}",
+        "document": "packed documents",
+    }
+    colours = ListedColormap([theme.masked, theme.series[0]])
+    n = n_tiles
+    for ax, name in zip(axes, grid_rules, strict=True):
+        ax.imshow(tile_grids[name], cmap=colours, vmin=0, vmax=1)
+        cell_borders(ax, n, n, theme, linewidth=0.3)  # tile borders
+        ax.set_xticks([0, n - 1], ["0", str(n - 1)])
+        ax.set_yticks([0, n - 1], ["0", str(n - 1)])
+        ax.set_xlabel("key tile")
+        ax.set_title(f"{titles[name]}: {int(tile_grids[name].sum())}")
+    axes[0].set_ylabel("query tile")
+
+
+glue.figure(
+    "masks-tile-grid",
+    draw_tile_grids,
+    figsize=(7.2, 2.9),
+    alt=(
+        f"Three {n_tiles} by {n_tiles} grids of {BLOCK} by {BLOCK} "
+        f"tiles for T = {longest}, query tiles down and key tiles across; "
+        f"computed tiles coloured, skipped ones grey. Causal computes the "
+        f"lower triangle with its diagonal "
+        f"({int(tile_grids['causal'].sum())} tiles), the window of "
+        f"{SPARSE_WINDOW} a band along the diagonal "
+        f"({int(tile_grids['sliding_window'].sum())}), packed documents "
+        f"a triangle per document ({int(tile_grids['document'].sum())})."
     ),
 )

@@ -6,6 +6,9 @@
 # the mask, and then a softmax with one extra "sink" logit per head.
 # `attention` takes each as a keyword; each can be switched off
 # (`None`). The page's numbers start from one random float64 batch.
+# Numbers the page shows inside its math are also glued as TeX
+# (`1.93\times10^{-22}`, in braces so that the line never breaks in
+# the middle of one): `tex` makes them.
 
 # %%
 import math
@@ -25,6 +28,14 @@ def randn(*shape, scale=1.0):
     return scale * torch.randn(shape, generator=gen, dtype=torch.float64)
 
 
+def tex(x, digits=2):
+    """x in TeX's scientific form, {1.93\\times10^{-22}}; 0 stays 0."""
+    if x == 0:
+        return "0"
+    mantissa, exponent = f"{x:.{digits}e}".split("e")
+    return f"{{{mantissa}\\times10^{{{int(exponent)}}}}}"
+
+
 B, H, T, D = 1, 4, 12, 16
 q, k, v = (
     randn(B, H, T, D, scale=2.0),
@@ -34,11 +45,27 @@ q, k, v = (
 causal = torch_ref.causal_mask(T)  # (T, T), True = blocked
 out, weights = torch_ref.attention(q, k, v, causal)
 default_again, _ = torch_ref.attention(q, k, v, causal, scale=D**-0.5)
+
+# the same comparison at Gemma's and others' head sizes: 1/sqrt(d) and
+# d ** -0.5 round differently unless sqrt(d) is a power of two
+explicit = {}
+for d in (96, 128):
+    qd, kd, vd = (randn(B, H, T, d) for _ in range(3))
+    plain, _ = torch_ref.attention(qd, kd, vd, causal)
+    spelled, _ = torch_ref.attention(qd, kd, vd, causal, scale=d**-0.5)
+    explicit[str(d)] = float((plain - spelled).abs().max())
+print(explicit)
 glue.value(
     "chain",
     {
         "shape": [B, H, T, D],
+        "d_head": D,
         "default_vs_explicit_scale": float((out - default_again).abs().max()),
+        "explicit_at": explicit,
+        "tex": {
+            "page": tex(float((out - default_again).abs().max())),
+            **{d: tex(x) for d, x in explicit.items()},
+        },
     },
 )
 
@@ -47,16 +74,20 @@ glue.value(
 #
 # The default is $1/\sqrt{d_k}$. Gemma 2 uses
 # `query_pre_attn_scalar`$^{-1/2}$ instead, which its 27B model sets to
-# 144 with a head size of 128; T5 uses no scale at all. The same
-# scores, three scales: how sharp the weights of one row get.
+# 144 with a head size of 128; T5 uses no scale at all. One row of
+# scores at that head size, 128, with queries and keys drawn as the
+# batch's: how sharp its weights get under the three scales.
 
 # %%
+d_27b = 128
 scales = {
-    "sqrt": conventions.default_scale(128, "sqrt"),
-    "gemma": conventions.default_scale(128, "gemma", 144),
-    "t5": conventions.default_scale(128, "t5"),
+    "sqrt": conventions.default_scale(d_27b, "sqrt"),
+    "gemma": conventions.default_scale(d_27b, "gemma", 144),
+    "t5": conventions.default_scale(d_27b, "t5"),
 }
-row = q[0, 0, -1] @ k[0, 0].T  # one row of raw scores q . k, (T,)
+q_row = randn(d_27b, scale=2.0)  # one query, (d,)
+k_rows = randn(T, d_27b, scale=2.0)  # its T keys, (T, d)
+row = k_rows @ q_row  # raw scores q . k, (T,)
 sharpness = {
     name: float(torch.softmax(row * s, dim=-1).max())
     for name, s in scales.items()
@@ -66,8 +97,11 @@ glue.value(
     "scale",
     {
         **scales,
+        "d_head": d_27b,
         "gemma_over_sqrt": scales["gemma"] / scales["sqrt"],
         "max_weight": sharpness,
+        # enough digits that a weight close to 1 does not read as 1
+        "max_weight_text": {n: fmt(x, 3) for n, x in sharpness.items()},
     },
 )
 
@@ -90,43 +124,54 @@ grid = np.linspace(-150, 150, 301)
 
 
 def draw_softcap(fig, theme):
-    ax = fig.subplots()
-    ax.plot(grid, grid, color=theme.muted, linestyle="--", label="raw score s")
-    ax.plot(
+    left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+    left.plot(grid, grid, color=theme.muted, linestyle="--", label="raw s")
+    left.plot(
         grid,
         cap * np.tanh(grid / cap),
         color=theme.series[0],
         label=f"{cap:g} tanh(s / {cap:g})",
     )
-    ax.plot(
-        grid,
-        cap * (1 - np.tanh(grid / cap) ** 2),
-        color=theme.series[1],
-        label=f"its slope x {cap:g}",
-    )
     for y in (cap, -cap):
-        ax.axhline(y, color=theme.muted, linewidth=0.8)
-    ax.set_ylim(-110, 110)
-    ax.set_xlabel("score before the cap")
-    ax.set_ylabel("score after the cap")
-    ax.legend(fontsize=9, loc="upper left")
-    ax.grid(alpha=0.3)
+        left.axhline(y, color=theme.muted, linewidth=0.8)
+        left.text(
+            -148,
+            y + (4 if y > 0 else -12),
+            f"{y:+g}: the cap",
+            color=theme.text,
+            fontsize=8,
+        )
+    left.set_ylim(-110, 110)
+    left.set_xlabel("score s before the cap")
+    left.set_ylabel("score after the cap")
+    left.legend(fontsize=8, loc="lower right")
+    left.grid(alpha=0.3)
+    right.plot(grid, 1 - np.tanh(grid / cap) ** 2, color=theme.series[1])
+    right.set_ylim(0, 1.05)
+    right.set_xlabel("score s before the cap")
+    right.set_ylabel("slope 1 - tanh²(s / 50)")
+    right.grid(alpha=0.3)
 
 
 glue.figure(
     "scores-softcap",
     draw_softcap,
     alt=(
-        "The soft-capped score 50 tanh(s / 50) against the raw score s: "
-        "close to s near 0, flattening towards plus and minus 50; its "
-        "slope, scaled by 50, is largest at 0 and falls towards 0."
+        "Left: the soft-capped score 50 tanh(s / 50) against the raw score "
+        "s, close to s near 0 and flattening towards the lines at plus and "
+        "minus 50, the cap. Right: its slope 1 - tanh^2(s / 50), 1 at s = 0 "
+        "and falling towards 0 on both sides."
     ),
 )
 
 # %% [markdown]
 # Gradients: `attention_backward` with a soft-cap (and every other
-# modifier) against autograd through `attention`, in float64, and
-# `torch.autograd.gradcheck` on the torch mirror.
+# modifier) against autograd through `attention`, in float64. Then
+# `torch.autograd.gradcheck` on `attention_backward` itself: wrapped as
+# the backward of a `torch.autograd.Function`, its hand-written
+# gradients meet finite differences of the forward, with every modifier
+# on and a row that only the sink serves. A backward that forgets the
+# cap's factor must fail the same check.
 
 # %%
 bias_h = randn(H, T, T, scale=0.5)
@@ -156,19 +201,72 @@ numpy_error = max(
     float(np.abs(g - leaf.grad.numpy()).max())
     for g, leaf in zip(numpy_grads, leaves, strict=True)
 )
-small = [t[:, :2, :3, :4].clone().requires_grad_() for t in (q, k, v)]
-small.append(sinks[:2].clone().requires_grad_())
 
 
-def f(q, k, v, s):
-    return torch_ref.attention(q, k, v, softcap=5.0, sinks=s)[0]
+class HandWritten(torch.autograd.Function):
+    """attention forward; torch_ref.attention_backward as its backward."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, sinks, mask, bias, scale, softcap, drift):
+        ctx.save_for_backward(q, k, v, sinks, mask, bias)
+        ctx.scale, ctx.softcap, ctx.drift = scale, softcap, drift
+        out, _ = torch_ref.attention(
+            q, k, v, mask, scale=scale, softcap=softcap, bias=bias, sinks=sinks
+        )
+        return out
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, sinks, mask, bias = ctx.saved_tensors
+        softcap = None if ctx.drift else ctx.softcap  # drift: no factor
+        grads = torch_ref.attention_backward(
+            q,
+            k,
+            v,
+            dout,
+            mask,
+            scale=ctx.scale,
+            softcap=softcap,
+            bias=bias,
+            sinks=sinks,
+        )  # dq, dk, dv, dsinks
+        return (*grads, None, None, None, None, None)
 
 
-passed = torch.autograd.gradcheck(f, small, fast_mode=True)
+tq, tk, d_small = 3, 4, 3
+small = [
+    randn(1, 2, tq, d_small),
+    randn(1, 2, tk, d_small),
+    randn(1, 2, tk, d_small),
+    torch.tensor([0.5, -1.0], dtype=torch.float64),
+]
+small = [t.requires_grad_() for t in small]
+small_mask = torch_ref.causal_mask(tq, tk, align="bottom_right")
+small_mask[0] = True  # query 0 sees no key: the sink alone serves it
+small_bias = randn(2, tq, tk, scale=0.5)
+
+
+def hand_written(*tensors, drift=False):
+    return HandWritten.apply(*tensors, small_mask, small_bias, 0.7, 1.5, drift)
+
+
+passed = torch.autograd.gradcheck(hand_written, small)
+drifted = torch.autograd.gradcheck(
+    lambda *t: hand_written(*t, drift=True), small, raise_exception=False
+)
 print(f"vs autograd: torch {grad_error:.1e}, numpy {numpy_error:.1e}")
+print(f"gradcheck: hand-written {passed}, without the cap's factor {drifted}")
 glue.value(
     "gradients",
-    {"torch": grad_error, "numpy": numpy_error, "gradcheck": bool(passed)},
+    {
+        "torch": grad_error,
+        "numpy": numpy_error,
+        "gradcheck": bool(passed),
+        "gradcheck_drifted": bool(drifted),
+        "gradcheck_q_shape": list(small[0].shape),
+        "gradcheck_k_shape": list(small[1].shape),
+        "tex": {"torch": tex(grad_error), "numpy": tex(numpy_error)},
+    },
 )
 
 # %% [markdown]
@@ -176,14 +274,16 @@ glue.value(
 #
 # $\tanh(-\infty) = -1$, so a port that fills masked scores with
 # $-\infty$ and caps afterwards gives each masked key the finite score
-# $-$cap, and a weight of $e^{-\text{cap} - m}/Z$ for a row whose
-# largest allowed score is $m$. A causal row of 16 keys with 12 masked:
-# the weight the masked keys receive as $m$ falls towards $-$cap.
+# $-$cap. The softmax measures it against the row's largest allowed
+# score after the cap, $\tilde m = \text{cap}\tanh(m/\text{cap})$,
+# which never reaches $-$cap: a masked key keeps the weight
+# $e^{-\text{cap} - \tilde m}/Z$. A causal row of 16 keys with 12
+# masked: the weight the masked keys receive as $m$ falls.
 
 # %%
 n_keys, n_masked = 16, 12
 row_mask = torch.arange(n_keys) >= n_keys - n_masked  # the last 12 masked
-levels = [0.0, -20.0, -40.0, -45.0, -48.0]
+levels = [0.0, -20.0, -40.0, -45.0, -48.0, -100.0, -200.0]
 leak = []
 for m in levels:
     scores = torch.full((n_keys,), m, dtype=torch.float64)
@@ -195,7 +295,9 @@ for m in levels:
     leak.append(
         {
             "max_score": m,
+            "max_capped": cap * math.tanh(m / cap),
             "leaked": float(wrong[row_mask].sum()),
+            "per_key": float(wrong[row_mask].max()),
             "right": float(right[row_mask].sum()),
         }
     )
@@ -205,6 +307,8 @@ uniform = conventions.mask_then_softcap(
     torch.zeros(n_keys, dtype=torch.float64), all_masked, cap
 )
 empty_leak = {"max_weight": float(uniform.max()), "sum": float(uniform.sum())}
+f32 = torch.finfo(torch.float32)
+at_zero = leak[0]
 print(leak, empty_leak)
 glue.value(
     "order",
@@ -214,51 +318,73 @@ glue.value(
         "leak": leak,
         "every_key_masked": empty_leak,
         "per_key_at_zero": math.exp(-cap),
+        "float32_eps": f32.eps,
+        "float32_tiny": f32.tiny,
+        "tex": {
+            "exp_minus_cap": tex(math.exp(-cap)),
+            "per_key": tex(at_zero["per_key"]),
+            "float32_eps": tex(f32.eps),
+            "float32_tiny": tex(f32.tiny),
+        },
     },
 )
 glue.table(
     "scores-order",
     [
-        "largest allowed score",
+        "largest allowed score m (before the cap)",
+        f"after the cap, {cap:g} tanh(m / {cap:g})",
         "weight on masked keys, mask then cap",
         "cap then mask (Gemma 2)",
     ],
     [
         *(
-            [fmt(r["max_score"]), fmt(r["leaked"], 3), fmt(r["right"])]
+            [
+                fmt(r["max_score"]),
+                fmt(r["max_capped"], 3),
+                fmt(r["leaked"], 3),
+                fmt(r["right"]),
+            ]
             for r in leak
         ),
         [
             "none: every key masked",
+            "",
             f"{fmt(empty_leak['sum'], 3)} (uniform, "
             f"{fmt(empty_leak['max_weight'], 3)} each)",
             'refused, or 0 with empty_rows="zero"',
         ],
     ],
-    "rrr",
+    "rrrr",
 )
 
 # %% [markdown]
-# The same trap on the batch: random queries and keys whose scores
-# reach a few tens, a causal mask, cap 50. And the other bug found in
-# the same kind of port: scaling the queries by $1/\sqrt{d}$ and then
-# the scores again.
+# The same trap on the batch: a causal mask and cap 50, first on the
+# page's batch as it is, then on the same queries and keys times 4
+# (scores 16 times larger, reaching far past the cap). And the other
+# bug found in the same kind of port: scaling the queries by
+# $1/\sqrt{d}$ and then the scores again.
+
 
 # %%
-big_q, big_k = q * 4, k * 4
-raw = big_q @ big_k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, T)
-wrong = conventions.mask_then_softcap(raw, causal, cap)
-_, right_w = torch_ref.attention(big_q, big_k, v, causal, softcap=cap)
-_, twice_w = torch_ref.attention(big_q / math.sqrt(D), big_k, v, causal)
-_, once_w = torch_ref.attention(big_q, big_k, v, causal)
-batch = {
-    "score_range": [float(raw.min()), float(raw.max())],
-    "leaked_max": float(wrong.masked_fill(~causal, 0).sum(-1).max()),
-    "weights_diff": float((wrong - right_w).abs().max()),
-    "twice_weights_diff": float((twice_w - once_w).abs().max()),
-    "twice_max_weight": float(twice_w.max()),
-    "once_max_weight": float(once_w.max()),
-}
+def order_bugs(q, k):
+    raw = q @ k.transpose(-2, -1) / math.sqrt(D)  # (B, H, T, T)
+    wrong = conventions.mask_then_softcap(raw, causal, cap)
+    _, right_w = torch_ref.attention(q, k, v, causal, softcap=cap)
+    _, twice_w = torch_ref.attention(q / math.sqrt(D), k, v, causal)
+    _, once_w = torch_ref.attention(q, k, v, causal)
+    leaked = float(wrong.masked_fill(~causal, 0).sum(-1).max())
+    return {
+        "score_range": [float(raw.min()), float(raw.max())],
+        "leaked_max": leaked,
+        "weights_diff": float((wrong - right_w).abs().max()),
+        "twice_weights_diff": float((twice_w - once_w).abs().max()),
+        "tex": {"leaked_max": tex(leaked)},
+    }
+
+
+times = 4
+batch = {"page": order_bugs(q, k), "times": times}
+batch["larger"] = order_bugs(q * times, k * times)
 print(batch)
 glue.value("order_batch", batch)
 
@@ -267,13 +393,24 @@ glue.value("order_batch", batch)
 #
 # Slopes per head and the bias $-m_h (i - j)$ for the last query of 16
 # positions, 8 heads: steep heads look at the last few keys, shallow
-# ones far back. Then the sign forms of BLOOM, MPT and flash-attn, and
-# attention-gym's other slope rule for 12 heads.
+# ones far back. How much a far key still weighs: the factor
+# $e^{-m_h (i - j)}$ at a distance of 1024. Then the sign forms of
+# BLOOM, MPT and flash-attn, and attention-gym's slope rule for 12
+# heads: first with the bias alone ($q \cdot k = 0$ for every key), then
+# with random queries and keys.
 
 # %%
 slopes8 = numpy_ref.alibi_slopes(8)
 positions = np.arange(16)
 bias8 = numpy_ref.alibi_bias(slopes8, [15], positions)  # (8, 1, 16)
+far = 1024
+fade = {
+    "distance": far,
+    "steepest": math.exp(-slopes8[0] * far),
+    "shallowest": math.exp(-slopes8[-1] * far),
+}
+fade["tex"] = {n: tex(fade[n]) for n in ("steepest", "shallowest")}
+print(fade)
 
 
 def draw_alibi(fig, theme):
@@ -307,55 +444,86 @@ glue.figure(
     ),
 )
 
-t = 10
+t, t_long = 10, 100
 ours12 = numpy_ref.alibi_slopes(12)
 gym12 = conventions.alibi_slopes_attention_gym(12)
-causal_np = numpy_ref.causal_mask(t)
+# random content for 12 heads: q . k / sqrt(d) of unit queries and keys
+q12, k12 = randn(12, t, D).numpy(), randn(12, t, D).numpy()
+content = q12 @ np.swapaxes(k12, -2, -1) / math.sqrt(D)  # (12, t, t)
 
 
-def row_weights(bias, mask=causal_np):
-    scores = np.broadcast_to(bias, (len(bias), t, t))
-    if mask is not None:
-        scores = np.where(mask, -np.inf, scores)
+def row_weights(bias, causal=True, scores=0.0):
+    """Softmax of scores + bias over the keys, with or without causal."""
+    n = bias.shape[-1]
+    scores = scores + np.broadcast_to(bias, (len(bias), n, n))
+    if causal:
+        scores = np.where(numpy_ref.causal_mask(n), -np.inf, scores)
     return numpy_ref.softmax(scores, axis=-1)
 
 
-alibi_ours = numpy_ref.alibi_bias(ours12, range(t), range(t))
+def largest(a, b):
+    return float(np.abs(a - b).max())
+
+
+def ours_bias(slopes, n):
+    return numpy_ref.alibi_bias(slopes, range(n), range(n))
+
+
+alibi_ours = ours_bias(ours12, t)
 forms = {
     "bloom": conventions.alibi_bias_key_only(ours12, t),
     "mpt": conventions.alibi_bias_last_key(ours12, t),
     "symmetric": conventions.alibi_bias_symmetric(ours12, range(t), range(t)),
 }
+causal_vs_ours = {
+    name: largest(row_weights(b), row_weights(alibi_ours))
+    for name, b in forms.items()
+}
 alibi = {
     "t": t,
+    "t_long": t_long,
+    "fade": fade,
     "slopes8": slopes8,
     "slopes12": ours12,
     "gym12": gym12,
     "slope_rule_diff": float(np.abs(ours12 - gym12).max()),
     "slope_rule_rel": float(np.abs(ours12 / gym12 - 1).max()),
     "slope_rule_head": int(np.argmax(np.abs(ours12 - gym12))) + 1,
-    "causal_vs_ours": {
-        name: float(np.abs(row_weights(b) - row_weights(alibi_ours)).max())
-        for name, b in forms.items()
+    # the bias alone (q . k = 0)
+    "causal_vs_ours": causal_vs_ours,
+    "bidirectional_symmetric": largest(
+        row_weights(forms["symmetric"], False),
+        row_weights(alibi_ours, False),
+    ),
+    "rule_weights_diff": largest(
+        row_weights(ours_bias(gym12, t)), row_weights(alibi_ours)
+    ),
+    "rule_weights_diff_long": largest(
+        row_weights(ours_bias(gym12, t_long)),
+        row_weights(ours_bias(ours12, t_long)),
+    ),
+    # with random queries and keys
+    "content": {
+        "bidirectional_symmetric": largest(
+            row_weights(forms["symmetric"], False, content),
+            row_weights(alibi_ours, False, content),
+        ),
+        "rule_weights_diff": largest(
+            row_weights(ours_bias(gym12, t), scores=content),
+            row_weights(alibi_ours, scores=content),
+        ),
     },
-    "bidirectional_symmetric": float(
-        np.abs(
-            row_weights(forms["symmetric"], None)
-            - row_weights(alibi_ours, None)
-        ).max()
-    ),
-    "rule_weights_diff": float(
-        np.abs(
-            row_weights(numpy_ref.alibi_bias(gym12, range(t), range(t)))
-            - row_weights(alibi_ours)
-        ).max()
-    ),
+    "tex": {name: tex(x) for name, x in causal_vs_ours.items()},
 }
 print(alibi)
 alibi = glue.value("alibi", alibi)
 glue.table(
     "scores-alibi-slopes",
-    ["head h", "ours, BLOOM, MPT", "attention-gym"],
+    [
+        "head h = 1 .. H (attention-gym's h + 1)",
+        "ours, BLOOM, MPT",
+        "attention-gym",
+    ],
     [[str(h + 1), fmt(ours12[h], 3), fmt(gym12[h], 3)] for h in range(12)],
     "rrr",
 )
@@ -366,8 +534,9 @@ glue.table(
 #
 # One causal row of 12 keys from the batch above, and the share of its
 # weight a sink logit takes, for sink values from -4 to 8 (gpt-oss
-# learns one per head). Then a row with every key masked: with a sink it
-# is not empty.
+# learns one per head). The share is $\sigma(\eta_h - L)$, with $L$ the
+# log-sum-exp of the row's scores: one half at $\eta_h = L$. Then a row
+# with every key masked: with a sink it is not empty.
 
 # %%
 row_scores = (q[0, 0, -1] @ k[0, 0].T / math.sqrt(D))[None, None, None]
@@ -382,20 +551,33 @@ shares = [
     for s in sink_values
 ]
 row_max = float(row_scores.max())
+row_lse = float(torch.logsumexp(row_scores, dim=-1))  # L
+at_lse = float(
+    1
+    - torch_ref.softmax_with_sinks(
+        row_scores, torch.tensor([row_lse], dtype=torch.float64)
+    ).sum()
+)
+sigmoid_gap = max(
+    abs(share - 1 / (1 + math.exp(row_lse - s)))
+    for share, s in zip(shares, sink_values, strict=True)
+)
 
 
 def draw_sinks(fig, theme):
     ax = fig.subplots()
     ax.plot(sink_values, shares, color=theme.series[0], marker="o", ms=3)
-    ax.axvline(row_max, color=theme.muted, linestyle="--")
+    ax.axvline(row_lse, color=theme.muted, linestyle="--")
+    ax.axhline(0.5, color=theme.muted, linewidth=0.8)
     ax.text(
-        row_max,
-        0.05,
-        " the row's largest score",
+        row_lse - 0.2,
+        0.55,
+        "L, the row's log-sum-exp:\nthe sink takes 1/2 ",
         color=theme.text,
         fontsize=9,
+        ha="right",
     )
-    ax.set_xlabel("sink logit s_h")
+    ax.set_xlabel(r"sink logit $\eta_h$")
     ax.set_ylabel("weight on the sink")
     ax.set_ylim(0, 1)
     ax.grid(alpha=0.3)
@@ -406,9 +588,9 @@ glue.figure(
     draw_sinks,
     alt=(
         "The weight a sink takes from one row of 12 scores, against the "
-        "sink logit from -4 to 8: near 0 for a sink well below the "
-        "row's scores, rising steeply around the row's largest score "
-        "and close to 1 above it."
+        "sink logit eta from -4 to 8: an S-shaped curve, near 0 for a "
+        "sink well below the row's log-sum-exp L, one half at L (a "
+        "dashed line) and close to 1 above it."
     ),
 )
 
@@ -424,6 +606,7 @@ tiled_out = tiled.tiled_attention_torch(
     q, k, v, empty_mask, block_q=4, block_k=4, **mods
 )
 dense_out, _ = torch_ref.attention(q, k, v, empty_mask, **mods)
+tiled_vs_dense = float((tiled_out - dense_out).abs().max())
 sink_rows = {
     "share_at": {
         str(s): shares[i]
@@ -431,19 +614,23 @@ sink_rows = {
         if s in (-4.0, 0.0, 2.0, 4.0, 8.0)
     },
     "row_max": row_max,
+    "row_lse": row_lse,
+    "share_at_lse": at_lse,
+    "sigmoid_gap": sigmoid_gap,
     "empty_row_output_max": float(sink_out[0, :, 3].abs().max()),
     "empty_row_sink_share": float((1 - sink_w[0, :, 3].sum(-1)).min()),
     "without_sink": refused,
-    "tiled_vs_dense": float((tiled_out - dense_out).abs().max()),
+    "tiled_vs_dense": tiled_vs_dense,
     "tiled_blocks": 4,
     "sinks": sinks,
+    "tex": {"tiled_vs_dense": tex(tiled_vs_dense)},
 }
 print(sink_rows)
 glue.value("sinks", sink_rows)
 
 # %% [markdown]
 # A learned sink is one more key that every query sees at the score
-# $s_h$ and whose value is zero: `conventions.learned_sink_as_key`
+# $\eta_h$ and whose value is zero: `conventions.learned_sink_as_key`
 # builds that key, and plain attention with it gives the same output.
 
 # %%
@@ -456,4 +643,6 @@ as_key, _ = torch_ref.attention(
     bias=sink_bias,
 )
 with_sink, _ = torch_ref.attention(q, k, v, causal, sinks=sinks)
-glue.value("sink_as_key", float((as_key - with_sink).abs().max()))
+sink_as_key = float((as_key - with_sink).abs().max())
+glue.value("sink_as_key", sink_as_key)
+glue.value("sink_as_key_tex", tex(sink_as_key))

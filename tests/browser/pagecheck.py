@@ -468,7 +468,8 @@ def figure_text_problems(page):
     """The text of every SVG figure shown reads on what is behind it.
 
     For each displayed image whose source is an SVG (a file or a data:
-    URL), the colour most of its <text> is drawn in is set against the
+    URL), the colour most of its tick labels (matplotlib's xtick_/ytick_
+    groups; else of all its <text>) are drawn in is set against the
     figure's own background, or, where the figure is transparent, the
     colour of the page behind it; below 3:1 its labels are unreadable
     (a light variant, black labels, on the dark scheme: a notebook
@@ -496,8 +497,12 @@ def figure_text_problems(page):
             }}
             return "#000000";
           }};
+          // the tick labels, when it has axes: drawn on the figure's
+          // ground (a heatmap's cell labels sit on their own cells)
+          const ticks = svg.querySelectorAll(
+            "[id^=xtick_] text, [id^=ytick_] text");
           const counts = {{}};
-          for (const t of svg.querySelectorAll("text"))
+          for (const t of ticks.length ? ticks : svg.querySelectorAll("text"))
             if (t.textContent.trim())
               counts[fill(t)] = (counts[fill(t)] || 0) + 1;
           const colours = Object.keys(counts);
@@ -614,7 +619,8 @@ def raw_python_problems(page):
             continue;
           for (const [pattern, what] of RAW) {{
             const m = n.textContent.match(pattern);
-            if (m) found.push(`${{what}} "${{m[0]}}" in the text: ` +
+            if (m) found.push(`${{what}} "${{m[0].replace(/\\s+/g, " ")}}" ` +
+              "in the text: " +
               n.textContent.replace(/\\s+/g, " ").trim().slice(0, 70));
           }}
         }}

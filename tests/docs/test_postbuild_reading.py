@@ -5,7 +5,9 @@ Small built pages and indexes are written into tmp_path; no engine runs.
 """
 
 import base64
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 
@@ -62,11 +64,12 @@ def test_slim_notebook_pages_keeps_the_cells_in_the_sites_look(tmp_path):
     site, notebooks, page = built_notebook(tmp_path)
     assert slim_notebook_pages(site, notebooks) == 1
     html = page.read_text()
-    assert "<style" not in html and "ClipboardCopyElement" not in html
+    assert "<style" not in html
+    assert "ClipboardCopyElement" not in html
     assert "clipboard-copy" not in html  # Material's copy button instead
     assert (
-        '<div class="highlight-ipynb hl-python highlight"><pre><span></span>'
-        '<code>x <span class="o">=</span> 1\n</code></pre></div>'
+        '<div class="highlight-ipynb hl-python highlight"><pre><code>'
+        '<span></span>x <span class="o">=</span> 1\n</code></pre></div>'
     ) in html
     for scheme in ("light", "dark"):
         assert (
@@ -125,3 +128,24 @@ def test_filters_read_results_as_words():
     assert macros.num(-0.04, 1) == "0"  # never -0.0
     with pytest.raises(TypeError, match="True or False"):
         macros.yesno(1)
+
+
+def load_glue():
+    """scripts/glue.py, which travels with every notebook."""
+    path = Path(__file__).parents[2] / "scripts" / "glue.py"
+    spec = importlib.util.spec_from_file_location("glue_for_test", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_glue_tables_write_a_zero_without_its_sign():
+    """A value that rounded to zero reads 0.0 points, not -0.0 points;
+    a number that only contains -0 (x-0.0, 1-0) is left alone."""
+    glue = load_glue()
+    table = glue.markdown_table(
+        ["head", "cost", "note"], [["L0H3", "-0.0 points", "x-0.0"]]
+    )
+    assert table.splitlines()[-1] == "| L0H3 | 0.0 points | x-0.0 |"
+    assert glue.fmt(-0.0) == "0"
+    assert glue.fmt(-1e-9) == "-1e-09"

@@ -82,6 +82,46 @@ def test_mla_absorbed_gradients_equal_naive():
         torch.testing.assert_close(absorbed, naive, **TOL)
 
 
+def test_mla_absorbed_form_is_mqa_through_sdpa():
+    # one key head [c; k_R] and one value head c for every query head,
+    # queries [q_nope W_UK; q_rope]: SDPA's MQA with the module's scale
+    module = random_mla(q_lora_rank=7)
+    x, causal = random_x(), torch_ref.causal_mask(7)
+    positions = torch.arange(7)
+    q_nope, q_rope = module.queries(x, positions)  # (B, H, T, .)
+    c_kv, k_rope = module.latents(x, positions)  # (B, T, .)
+    w_uk, w_uv = module.up_projections()
+    q = torch.cat([q_nope @ w_uk, q_rope], dim=-1)  # (B, H, T, d_c + d_R)
+    k = torch.cat([c_kv, k_rope], dim=-1)[:, None]  # (B, 1, T, d_c + d_R)
+
+    def mqa(scale=None):
+        out = torch.nn.functional.scaled_dot_product_attention(
+            q, k, c_kv[:, None], ~causal, scale=scale, enable_gqa=True
+        )  # SDPA's boolean mask: True = allowed
+        return module.output(out @ w_uv.transpose(-2, -1))
+
+    want, _ = module(x, causal)
+    torch.testing.assert_close(mqa(module.scale), want, **TOL)
+    # SDPA's default, 1 / sqrt(d_c + d_R), is another function
+    assert (mqa() - want).abs().max() > 0.01
+
+
+def test_mla_keys_and_values_of_all_heads_have_the_latent_rank():
+    # every head's keys and values are linear images of one latent
+    module = random_mla()
+    x = random_x(b=1, t=40)
+    k, v = module.expand_kv(*module.latents(x, torch.arange(40)))
+    _, n_head, d_c, d_nope, d_rope, _ = SHAPES
+
+    def side_by_side(heads):  # (1, H, T, d) -> (T, H * d)
+        return heads[0].transpose(0, 1).reshape(40, -1)
+
+    content = side_by_side(k[..., :d_nope])  # (T, H * d_nope) = (40, 18)
+    both = torch.cat([side_by_side(k), side_by_side(v)], dim=-1)  # (40, 45)
+    assert torch.linalg.matrix_rank(content) == d_c < n_head * d_nope
+    assert torch.linalg.matrix_rank(both) == d_c + d_rope
+
+
 def test_mla_rope_interleave_is_a_reordering_of_the_rope_rows():
     # interleaved pairs (2i, 2i + 1) are the halves after moving rows
     halves = random_mla(rope_interleave=False)

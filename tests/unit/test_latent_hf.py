@@ -233,3 +233,40 @@ def test_mla_scale_and_yarn_mscale_match_hf():
     mscale = latent_torch.yarn_mscale(40.0, 1.0)
     assert mscale == hf.yarn_get_mscale(40.0, 1.0)
     assert scaled == pytest.approx(192**-0.5 * mscale**2, rel=1e-15)
+
+
+def test_hf_yarn_keeps_divides_or_blends_pairs_by_their_turns():
+    # the page's count of DeepSeek-V3's YaRN pairs, against HF's own
+    # ROPE_INIT_FUNCTIONS["yarn"]: a pair turning more than beta_fast
+    # times over the trained context keeps its frequency, one turning
+    # fewer than beta_slow times has it divided by the factor
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    v3 = latent_torch.DEEPSEEK_V3
+    yarn = {  # DeepSeek-V3's published rope_scaling (config.json)
+        "rope_type": "yarn",
+        "rope_theta": 10000.0,
+        "factor": 40.0,
+        "mscale": 1.0,
+        "mscale_all_dim": 1.0,
+        "original_max_position_embeddings": 4096,
+        "beta_fast": 32,
+        "beta_slow": 1,
+    }
+    config = DeepseekV3Config(rope_parameters=yarn)
+    inv_freq, attention_factor = ROPE_INIT_FUNCTIONS["yarn"](config, None)
+    d_rope = v3["qk_rope_head_dim"]
+    pair = torch.arange(d_rope // 2, dtype=torch.float64)
+    plain = 10000.0 ** (-2 * pair / d_rope)  # RoPE's own frequencies
+    ratio = inv_freq.double() / plain  # 1: kept, 1 / 40: divided
+    turns = 4096 * plain / (2 * torch.pi)  # over the trained context
+    kept, divided = turns > 32, turns < 1
+    f32 = {"atol": HF_FLOAT32_ATOL, "rtol": 0}  # HF's inv_freq: float32
+    ones = torch.ones(int(kept.sum()), dtype=torch.float64)
+    torch.testing.assert_close(ratio[kept], ones, **f32)
+    fortieth = torch.full((int(divided.sum()),), 1 / 40, dtype=ones.dtype)
+    torch.testing.assert_close(ratio[divided], fortieth, **f32)
+    blended = ratio[~kept & ~divided]
+    assert ((blended > 1 / 40) & (blended < 1)).all()
+    assert [int(kept.sum()), int(divided.sum()), len(blended)] == [11, 9, 12]
+    assert attention_factor == 1.0  # mscale == mscale_all_dim

@@ -227,6 +227,59 @@ def test_attention_torch_mirror_passes_gradcheck(gen):
     assert torch.autograd.gradcheck(f, inputs, fast_mode=True)
 
 
+class HandWritten(torch.autograd.Function):
+    """ref.attention forward, ref.attention_backward as its backward.
+
+    gradcheck then compares the hand-written gradients (not autograd's)
+    with finite differences of the forward. ``drift`` drops the cap's
+    factor from the backward, a mistake the check must catch.
+    """
+
+    @staticmethod
+    def forward(ctx, q, k, v, sinks, ref, mask, bias, mods, drift):
+        ctx.save_for_backward(q, k, v, sinks)
+        ctx.ref, ctx.mask, ctx.bias = ref, mask, bias
+        ctx.mods, ctx.drift = mods, drift
+        out, _ = run(ref, q, k, v, mask, bias=bias, sinks=sinks, **mods)
+        return torch.from_numpy(out)
+
+    @staticmethod
+    def backward(ctx, dout):
+        q, k, v, sinks = ctx.saved_tensors
+        mods = {**ctx.mods, "bias": ctx.bias, "sinks": sinks}
+        if ctx.drift:
+            mods["softcap"] = None
+        args = (q, k, v, dout, ctx.mask)
+        if ctx.ref is numpy_ref:
+            args = tuple(t.numpy() for t in args)
+            mods = {
+                n: as_numpy(t) if torch.is_tensor(t) else t
+                for n, t in mods.items()
+            }
+        grads = ctx.ref.attention_backward(*args, **mods)  # dq, dk, dv, ds
+        grads = [torch.as_tensor(np.asarray(g)) for g in grads]
+        return (*grads, None, None, None, None, None)
+
+
+@MIRRORS
+def test_attention_backward_passes_gradcheck(gen, ref):
+    # every modifier on, grouped heads, and a row only the sink serves
+    q, k, v, mask, bias, sinks = case(gen, b=1, h=2, tq=3, tk=4, d=3)
+    k, v = k[:, :1], v[:, :1]  # H_kv = 1 for H = 2
+    mask[0, 0, 1] = True  # query 1 sees no key
+    inputs = [t.clone().requires_grad_() for t in (q, k, v, sinks)]
+    mods = {"scale": 0.7, "softcap": 1.5}
+
+    def hand_written(*tensors, drift=False):
+        return HandWritten.apply(*tensors, ref, mask, bias, mods, drift)
+
+    assert torch.autograd.gradcheck(hand_written, inputs)
+    drifted = torch.autograd.gradcheck(
+        lambda *t: hand_written(*t, drift=True), inputs, raise_exception=False
+    )
+    assert not drifted  # a backward without 1 - tanh^2 fails the check
+
+
 @pytest.mark.parametrize("block", [1, 2, 3])
 @pytest.mark.parametrize(
     ("name", "ref"),

@@ -1,12 +1,13 @@
 // Build the interactive controls of the page that is shown.
 //
 // A page holds <div class="mha-control" data-control="NAME" data-...>
-// with its generated example in data- attributes. The code of a control
-// loads only on a page that has one (a page without a control fetches
-// none of it): first the shared parts, attention.js (the math) and
-// widgets.js (the DOM helpers and the registry window.mhaControls),
-// then control-NAME.js, which registers the builder of NAME; all from
-// this script's own folder, each once per visit. Material's document$
+// with its generated example in data- attributes. The code and style of
+// a control load only on a page that has one (a page without a control
+// fetches none of it): the controls' stylesheet
+// (../stylesheets/controls.css), the shared parts, attention.js (the
+// math) and widgets.js (the DOM helpers and the registry
+// window.mhaControls), then control-NAME.js, which registers the
+// builder of NAME; all beside this script, each once per visit. Material's document$
 // emits on the first load and after every instant navigation, so the
 // controls of each new page are built.
 (function () {
@@ -16,25 +17,33 @@
   var SHARED = ["attention.js", "widgets.js"];
   var NAME = /^[a-z][a-z0-9-]*$/;
 
+  var STYLE = "../stylesheets/controls.css";
+
   var loaded = {};
   function load(file) {
     if (!loaded[file]) {
       loaded[file] = new Promise(function (resolve, reject) {
-        var script = document.createElement("script");
-        script.src = new URL(file, here).href;
-        script.onload = resolve;
-        script.onerror = function () {
+        var css = /\.css$/.test(file);
+        var node = document.createElement(css ? "link" : "script");
+        if (css) {
+          node.rel = "stylesheet";
+          node.href = new URL(file, here).href;
+        } else {
+          node.src = new URL(file, here).href;
+        }
+        node.onload = resolve;
+        node.onerror = function () {
           reject(new Error("cannot load " + file));
         };
-        document.head.appendChild(script);
+        document.head.appendChild(node);
       });
     }
     return loaded[file];
   }
 
-  // attention.js, then widgets.js, then the control's own file
+  // the style, attention.js, widgets.js, then the control's own file
   function code(name) {
-    return SHARED.concat(["control-" + name + ".js"]).reduce(
+    return [STYLE].concat(SHARED, ["control-" + name + ".js"]).reduce(
       function (ready, file) {
         return ready.then(function () {
           return load(file);
