@@ -13,8 +13,11 @@ step (kv_cache.cached_step, whose torch.cat copies the cache) and the
 same step through SDPA with a cache allocated once (bench.decode). Each
 point's FLOPs and bytes come from mha_ref.cost. The rounds interleave
 the measurements, so a busy moment slows all of them alike; every
-figure is the median of its rounds. A CUDA device, when torch sees one,
-is measured the same way in bfloat16.
+figure is the median of its rounds. Before each layer call the round
+reads a buffer of twice the last-level cache (flush_bytes), so every
+call starts with its weights and keys in main memory, as the roofs
+assume: no call finds what an earlier one left in the caches. A CUDA
+device, when torch sees one, is measured the same way in bfloat16.
 
 Writes its figures into the report (report["roofline"]) and into the
 small bench/roofline.json that the cost page reads.
@@ -32,9 +35,10 @@ from bench.timing import ROOT, say
 ROOFLINE_JSON = ROOT / "bench" / "roofline.json"
 LAYER = {"batch": 1, "d_model": 1024, "n_head": 16}
 PREFILL_LENGTHS = (128, 512, 2048)
-DECODE_LENGTHS = (1024, 8192, 65536)  # the last: K, V past the LLC
+DECODE_LENGTHS = (1024, 8192, 65536)  # K and V: 8 MiB to 512 MiB
 MATMUL_N = {"cpu": 2048, "cuda": 8192}
 COPY_BYTES = {"cpu": 2**30, "cuda": 2**31}  # 1 GiB, 2 GiB: past caches
+FLUSH_MIN_BYTES = 2**28  # 256 MiB: the flush when the caches say nothing
 # The published specifications of one GPU: not measured here.
 GPU_SPEC = {
     "name": "NVIDIA H200 SXM",
@@ -56,6 +60,18 @@ def last_level_cache_bytes():
         unit = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
         sizes.append(int(text.rstrip("KMG")) * unit)
     return max(sizes, default=None)
+
+
+def flush_bytes(device):
+    """Twice the largest cache of ``device``: reading that many bytes
+    leaves nothing of a layer call in it."""
+    if device == "cuda":
+        import torch
+
+        largest = torch.cuda.get_device_properties(0).L2_cache_size
+    else:
+        largest = last_level_cache_bytes()
+    return max(2 * (largest or 0), FLUSH_MIN_BYTES)
 
 
 def _seconds(fn, sync):
@@ -113,6 +129,7 @@ def _measure(device, dtype, runs, threads, layer_threads):
     a, b = torch.randn(n, n, **kw), torch.randn(n, n, **kw)
     src = torch.randn(n_bytes // a.element_size(), **kw)
     dst = torch.empty_like(src)
+    flush = torch.ones(flush_bytes(device) // a.element_size(), **kw)
     calls = _layer_calls(device, dtype)
     seconds = {}
     with torch.no_grad():
@@ -129,6 +146,7 @@ def _measure(device, dtype, runs, threads, layer_threads):
                         seconds[name, thread_count].append(took)
             torch.set_num_threads(layer_threads)
             for key, fn in calls.items():
+                flush.sum()  # untimed: evicts the previous call's data
                 took = _seconds(fn, sync)
                 if round_:
                     seconds.setdefault(key, []).append(took)
@@ -180,6 +198,7 @@ def bench_roofline(runs, threads=1, out=ROOFLINE_JSON):
             "matmul_n": n,
             "copy_bytes": COPY_BYTES["cpu"],
             "last_level_cache_bytes": last_level_cache_bytes(),
+            "flush_bytes": flush_bytes("cpu"),  # read before each call
             "threads": counts,
             "layer_threads": threads,
             # 1 thread and all: peak FLOP/s and copy bandwidth
@@ -215,6 +234,7 @@ def bench_roofline(runs, threads=1, out=ROOFLINE_JSON):
             "device": torch.cuda.get_device_name(),
             "dtype": "bfloat16",
             "matmul_n": n,
+            "flush_bytes": flush_bytes("cuda"),
             "peak_gflops": 2 * n**3 / medians["matmul", available] / 1e9,
             "bandwidth_gbs": 2
             * COPY_BYTES["cuda"]
@@ -275,7 +295,9 @@ def markdown(r):
         )
     lines += [
         "",
-        f"Medians of {r['runs']} rounds; measured at commit "
+        f"Medians of {r['runs']} rounds, each layer call after a read of "
+        f"{cpu.get('flush_bytes', 0) / 2**20:.0f} MiB that empties the "
+        f"caches; measured at commit "
         f"{env['commit']} with torch {env['torch']} on {env['cpu']} "
         f"({env['cores_available']} cores available). Also in "
         "bench/roofline.json, which the cost page reads.",

@@ -2,19 +2,20 @@
 them (the conventions page).
 
 RoPE's pairs: torch_ref.apply_rope turns features (i, i + d_head / 2)
-together (rotate-half: GPT-NeoX, Hugging Face transformers); Meta's
-Llama code and RoFormer turn adjacent features (2i, 2i + 1). The two
-give the same scores once the rows of W_Q and W_K are reordered within
-each head, as Hugging Face's Llama conversion script does.
+together (rotate-half: GPT-NeoX, transformers' Llama and most of its
+models); Meta's Llama code, RoFormer, GPT-J, Cohere, GLM and DeepSeek-V3
+turn adjacent features (2i, 2i + 1). The two give the same scores once
+the rows of W_Q and W_K are reordered within each head, as the Llama
+conversion script of transformers' repository does.
 
-The other two conventions are arguments of the references: the corner
-a causal mask with Tq != Tk starts from (causal_mask's ``align``), and
-what a row with no allowed key returns (``empty_rows``).
+The causal corner (causal_mask's ``align``) and rows with no allowed
+key (``empty_rows``) are arguments of the references; the two helpers
+here name the query positions of a corner and the rows left empty.
 
 Then one function per convention of the translation table: mask
-polarity, the sliding window's four definitions, ALiBi's slope rules
-and signs, the two meanings of "sink", soft-cap before the mask, tensor
-layouts, the grouped-query head map, scale defaults and fill values.
+polarity, the sliding window's counts, ALiBi's slope rules and signs,
+the two meanings of "sink", soft-cap before the mask, tensor layouts,
+the grouped-query head map, scale defaults and fill values.
 """
 
 import numpy as np
@@ -55,7 +56,9 @@ def interleaved_to_rotate_half(weight, n_head):
     bias (n_head * d_head,); for W_K, n_head is the number of key/value
     heads. Within each head, row 2i moves to slot i and row 2i + 1 to
     slot i + d_head / 2: the pair rotate-half turns together. This is
-    the permute() of Hugging Face's convert_llama_weights_to_hf.py.
+    permute() in convert_llama_weights_to_hf.py of the transformers
+    repository (not shipped in its wheel), and the layout transformers'
+    DeepSeek-V3 turns interleaved features into.
     A torch tensor or a NumPy array; the result is of the same kind.
     """
     checks.rope_weight(weight.shape, n_head)  # whole heads, even d_head
@@ -119,11 +122,13 @@ WINDOWS = ("hugging_face", "flash_attn", "attention_gym", "jax")
 def window_from_hugging_face(window, library):
     """A sliding window of Hugging Face's size W in another library's terms.
 
-    Hugging Face's (and Mistral's, and ours) sliding_window W: a query
-    sees itself and the W - 1 keys before it, kv > q - W. flash-attn's
-    window_size=(left, right) and JAX's local_window_size=(left, right)
+    transformers' sliding_window W (its Mistral port's too, and ours):
+    a query sees itself and the W - 1 keys before it, kv > q - W.
+    flash-attn's window_size=(left, right) and JAX's local_window_size
     count the keys besides the query itself: (W - 1, 0) with causal.
     attention-gym's sliding window is q - kv <= W with causal: W - 1.
+    (Mistral's reference prefill mask, q - kv <= sliding_window, is
+    counted as attention-gym's; its decoding cache holds W keys.)
     """
     checks.window_convention(window, library, WINDOWS)
     if library in ("flash_attn", "jax"):
@@ -186,17 +191,17 @@ def alibi_bias_symmetric(slopes, query_positions, key_positions):
 
 # --8<-- [start:sink-as-key]
 def learned_sink_as_key(k, v, sinks):
-    """A learned sink logit as one more key: score s_h, value 0.
+    """A learned sink logit as one more key: score eta_h, value 0.
 
-    k (B, H, Tk, d), v (B, H, Tk, dv), sinks (H,). Returns k and v with
-    a zero key and a zero value appended, and the bias (H, 1, Tk + 1)
-    that gives that key the score s_h (its q . k is 0 under any scale
-    or soft-cap). attention(q, k', v', bias=b') equals attention(q, k,
-    v, sinks=sinks): gpt-oss's learned sink is a key that every query
-    sees at a fixed score and that carries nothing. The first tokens of
-    a model trained without one play that role only roughly (their
-    score varies with the query, their value is not 0); StreamingLLM's
-    "zero sink" (softmax off by one) is sinks = 0.
+    k (B, H, Tk, d), v (B, H, Tk, dv), sinks (H,) = eta. Returns k and v
+    with a zero key and a zero value appended, and the bias
+    (H, 1, Tk + 1) that gives that key the score eta_h (its q . k is 0
+    under any scale or soft-cap). With a mask (..., Tq, Tk), append one
+    column of False (the sink is never blocked); then attention(q, k',
+    v', mask', bias=b') equals attention(q, k, v, mask, sinks=sinks).
+    Real sink tokens (StreamingLLM's first tokens) are scored per query
+    and carry values; this key gives every query the same score and
+    returns nothing. StreamingLLM's "zero sink" is sinks = 0.
     """
     checks.sink_key_inputs(k, v, sinks)  # (H,) sinks, -inf allowed
     zero_k = k.new_zeros(*k.shape[:-2], 1, k.shape[-1])  # (B, H, 1, d)
@@ -241,9 +246,9 @@ def kv_head_of(n_head, n_kv_head, layout):
     """The key/value head each of n_head query heads reads.
 
     "consecutive" (SDPA's enable_gqa, Hugging Face's repeat_kv, ours):
-    query head h reads h // (H / H_kv), groups of neighbours.
-    "strided": h % H_kv, the query heads of one key/value head H_kv
-    apart, what x.repeat or np.tile give.
+    query head h reads h // (H / H_kv), groups of neighbours, what
+    repeat_interleave gives. "strided": h % H_kv, the query heads of
+    one key/value head H_kv apart, what x.repeat or np.tile give.
     """
     checks.kv_head_split(n_head, n_kv_head)
     checks.head_layout(layout)
@@ -275,8 +280,10 @@ def additive_mask(mask, dtype, fill="-inf"):
 
     fill: "-inf", "min" (torch.finfo(dtype).min: Hugging Face's eager
     masks, MPT) or a number (-1e9 in many tutorials). Only -inf keeps a
-    fully blocked row visible (NaN or, in SDPA, zeros); a finite fill
-    makes it uniform, the mean of every value.
+    fully blocked row visible (NaN or, in SDPA, zeros). A finite fill
+    shifts the whole row by one constant, so after rounding the row is
+    the softmax of its own blocked scores: uniform only where the fill
+    drowns them (finfo.min always; -1e9 for small scores in float32).
     """
     checks.mask_dtype(mask.dtype)
     value = checks.fill_value(fill, dtype)  # a float the dtype holds

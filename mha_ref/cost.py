@@ -118,6 +118,7 @@ def attention_flops(
         {"backward": backward, "cached": cached},
         last=cached,  # a cached step: tq new rows after tk - tq cached
     )
+    # --8<-- [start:attention-flops-parts]
     rows_kv = tq if cached else tk  # the rows that K and V project
     d_q, d_kv = n_head * d_head, n_kv_head * d_head
     parts = {
@@ -133,6 +134,7 @@ def attention_flops(
     }
     # each matmul's backward is two of its size: dA = dC B^T, dB = A^T dC
     return _with_total(parts, 3 if backward else 1)
+    # --8<-- [end:attention-flops-parts]
     # --8<-- [end:attention-flops]
 
 
@@ -156,10 +158,12 @@ def useful_flops(batch, tq, tk, d_model, n_head, n_kv_head=None, d_head=None):
     parts = attention_flops(
         batch, tq, tk, d_model, n_head, n_kv_head, d_head, cached=True
     )
+    # --8<-- [start:useful-flops-pairs]
     # allowed pairs: every earlier key, then a triangle over the new ones
     pairs = tq * (tk - tq) + tq * (tq + 1) // 2
     attend = 2 * batch * n_head * pairs * d_head  # per pair: dh mult-adds
     parts.update(scores=attend, weighted_sum=attend)
+    # --8<-- [end:useful-flops-pairs]
     del parts["total"]
     return _with_total(parts)
     # --8<-- [end:useful-flops]
@@ -178,6 +182,7 @@ def causal_tiles(tq, tk, block_q=64, block_k=64):
     """
     sizes = {"tq": tq, "tk": tk, "block_q": block_q, "block_k": block_k}
     checked(sizes, last=True)
+    # --8<-- [start:causal-tiles-loop]
     key_blocks = -(-tk // block_k)  # ceil(tk / block_k)
     skipped = pairs = 0
     for i in range(0, tq, block_q):
@@ -187,6 +192,7 @@ def causal_tiles(tq, tk, block_q=64, block_k=64):
         skipped += key_blocks - blocks
         pairs += rows * min(tk, blocks * block_k)
     return -(-tq // block_q) * key_blocks, skipped, pairs
+    # --8<-- [end:causal-tiles-loop]
     # --8<-- [end:causal-tiles]
 
 
@@ -222,33 +228,48 @@ def tiled_flops(
     _, _, pairs = causal_tiles(tq, tk, block_q, block_k)
     parts = useful_flops(batch, tq, tk, d_model, n_head, n_kv_head, d_head)
     del parts["total"]
+    # --8<-- [start:tiled-flops-parts]
     unit = 2 * batch * n_head * pairs * d_head  # one matmul over the tiles
     for name in ("q", "k", "v", "out"):
         parts[name] *= 3 if backward else 1
     parts["scores"] = (1 + 3 * backward) * unit  # S; then S, dQ, dK
     parts["weighted_sum"] = (1 + 2 * backward) * unit  # P V; dP, dV
+    # --8<-- [end:tiled-flops-parts]
     return _with_total(parts)
     # --8<-- [end:tiled-flops]
 
 
 # --8<-- [start:kv-cache-bytes]
-def kv_cache_bytes(n_layer, n_kv_head, d_head, tokens, bytes_per_value):
+def kv_cache_bytes(
+    n_layer, n_kv_head, d_head, tokens, bytes_per_value, window=None
+):
     """Bytes of the keys and values one sequence of ``tokens`` caches.
+
+    window: the size of a sliding window (a query sees itself and the
+    window - 1 keys before it, Mistral's and Hugging Face's
+    sliding_window). Its cache keeps only the last window - 1 tokens,
+    which the next query can still see, as kv_cache.RollingKVCache and
+    Hugging Face's DynamicSlidingWindowLayer keep between steps.
 
     >>> kv_cache_bytes(32, 8, 128, 1, 2)  # Llama 3 8B, bf16, per token
     131072
+    >>> kv_cache_bytes(32, 8, 128, 32768, 2, window=4096)  # Mistral 7B
+    536739840
     """
-    checked(
-        {
-            "n_layer": n_layer,
-            "n_kv_head": n_kv_head,
-            "d_head": d_head,
-            "tokens": tokens,
-        },
-        bytes_per_value=bytes_per_value,
-    )
-    # K and V: one d_head vector per key/value head, layer and token
-    return 2 * n_layer * n_kv_head * d_head * tokens * bytes_per_value
+    sizes = {
+        "n_layer": n_layer,
+        "n_kv_head": n_kv_head,
+        "d_head": d_head,
+        "tokens": tokens,
+    }
+    if window is not None:
+        sizes["window"] = window
+    checked(sizes, bytes_per_value=bytes_per_value)
+    # --8<-- [start:kv-cache-bytes-held]
+    held = tokens if window is None else min(tokens, window - 1)
+    # K and V: one d_head vector per key/value head, layer and token held
+    return 2 * n_layer * n_kv_head * d_head * held * bytes_per_value
+    # --8<-- [end:kv-cache-bytes-held]
     # --8<-- [end:kv-cache-bytes]
 
 
@@ -262,7 +283,9 @@ def saved_activation_bytes(
     values each; with weights, the softmax output A (B H T T). Without
     them, as a tiled backward keeps it: one log-sum-exp per row and
     head instead (float32, or float64 for float64 values), from which
-    each tile of A is recomputed.
+    each tile of A is recomputed. Every tensor is counted at
+    bytes_per_value: torch_ref.attention computes bfloat16 and float16
+    in float32, so it keeps its Q, K, V and A in float32 even then.
 
     >>> saved_activation_bytes(1, 1024, 768, 12, 2)  # bf16
     33030144
@@ -275,11 +298,13 @@ def saved_activation_bytes(
         {"weights": weights},
         bytes_per_value,
     )
+    # --8<-- [start:saved-activation-terms]
     kept = 5 * batch * t * d_model * bytes_per_value  # X, Q, K, V, heads
     if weights:
         return kept + batch * n_head * t * t * bytes_per_value  # A
     lse_bytes = max(bytes_per_value, LSE_BYTES)  # at least float32
     return kept + batch * n_head * t * lse_bytes  # L, one per row
+    # --8<-- [end:saved-activation-terms]
     # --8<-- [end:saved-activation-bytes]
 
 
@@ -307,12 +332,14 @@ def bytes_moved(
         bytes_per_value,
         last=cached,
     )
+    # --8<-- [start:bytes-moved-terms]
     d_q, d_kv = n_head * d_head, n_kv_head * d_head
     weights = 2 * d_model * d_q + 2 * d_model * d_kv  # Wq, Wo; Wk, Wv
     context = 0 if cached or tq == tk else batch * tk * d_model
     x_and_y = 2 * batch * tq * d_model  # the input read, output written
     keys_values = 2 * batch * tk * d_kv  # K and V, read once
     return (weights + context + x_and_y + keys_values) * bytes_per_value
+    # --8<-- [end:bytes-moved-terms]
     # --8<-- [end:bytes-moved]
 
 

@@ -13,10 +13,13 @@
 # %%
 import json
 import weakref
+from collections import defaultdict
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils.flop_counter import FlopCounterMode, flop_registry
 
 import glue
@@ -204,16 +207,21 @@ glue.table(
 # weighted sum as $T^2 d_\text{model}$. The smallest $T$ at which the
 # second reaches the first, found by bisection on `attention_flops`
 # (dense) and on `useful_flops` (only the causal triangle), for a few
-# real shapes.
+# real shapes; then the same for a whole block, whose MLP adds its own
+# products with weights: two of $d_\text{model} \times d_\text{ff}$ in
+# GPT-2 ($d_\text{ff} = 4 d_\text{model}$), three in Llama's SwiGLU.
+# Last, nanoGPT's rule for a training step (`estimate_mfu`:
+# $6N + 12 L H Q T$ FLOPs per token) against `cost.py`'s count.
 
 
 # %%
-def crossover(parts_at, d_model):
-    """Smallest T with scores + weighted sum >= the four projections."""
+def crossover(parts_at, d_model, other=lambda t: 0):
+    """Smallest T with scores + weighted sum >= the four projections
+    (plus other(t), the FLOPs of other products with weights)."""
 
     def attention_wins(t):
         p = parts_at(t)
-        projections = p["q"] + p["k"] + p["v"] + p["out"]
+        projections = p["q"] + p["k"] + p["v"] + p["out"] + other(t)
         return p["scores"] + p["weighted_sum"] >= projections
 
     lo, hi = 1, 64 * d_model
@@ -223,34 +231,63 @@ def crossover(parts_at, d_model):
     return lo
 
 
-SHAPES = {  # d_model, n_head, n_kv_head
-    "GPT-2 small": (768, 12, 12),
-    "Llama 2 7B": (4096, 32, 32),
-    "Llama 3 8B": (4096, 32, 8),
+SHAPES = {  # d_model, n_head, n_kv_head, d_ff, MLP matrices
+    "GPT-2 small": (768, 12, 12, 4 * 768, 2),  # GPT2MLP: 4 d_model
+    "Llama 2 7B": (4096, 32, 32, 11008, 3),  # LlamaConfig, SwiGLU
+    "Llama 3 8B": (4096, 32, 8, 14336, 3),  # Llama 3 paper, Table 3
 }
 crossings = {}
-for name, (d, h, h_kv) in SHAPES.items():
-    dense_t = crossover(
-        lambda t, d=d, h=h, h_kv=h_kv: cost.attention_flops(
-            1, t, t, d, h, h_kv
-        ),
-        d,
-    )
+for name, (d, h, h_kv, d_ff, mats) in SHAPES.items():
+
+    def dense_at(t, d=d, h=h, h_kv=h_kv):
+        return cost.attention_flops(1, t, t, d, h, h_kv)
+
+    def mlp(t, d=d, d_ff=d_ff, mats=mats):  # mats products of T x d x d_ff
+        return mats * 2 * t * d * d_ff
+
+    dense_t = crossover(dense_at, d)
     causal_t = crossover(
         lambda t, d=d, h=h, h_kv=h_kv: cost.useful_flops(1, t, t, d, h, h_kv),
         d,
     )
+    block_t = crossover(dense_at, d, mlp)
     crossings[name] = {
         "d_model": d,
         "n_head": h,
         "n_kv_head": h_kv,
+        "d_ff": d_ff,
         "dense_t": dense_t,
         "dense_over_d": dense_t / d,
         "causal_t": causal_t,
         "causal_over_d": causal_t / d,
+        "block_t": block_t,
+        "block_over_d": block_t / d,
     }
 crossing = glue.value("crossover", crossings)
 gpt2 = crossing["GPT-2 small"]
+
+
+def nanogpt_per_token(t, d_model):
+    """nanoGPT's estimate_mfu for one layer: 6 N + 12 H Q T, with its
+    N = 4 d_model^2 weights and H Q = d_model."""
+    return 6 * (4 * d_model**2) + 12 * t * d_model
+
+
+nano_t, nano_d, nano_h = 1024, 768, 12
+glue.value(
+    "nanogpt",
+    {
+        "t": nano_t,
+        "six_n": 6 * 4 * nano_d**2,
+        "twelve_t_d": 12 * nano_t * nano_d,
+        "equal": all(
+            cost.attention_flops(1, t, t, d, h, backward=True)["total"]
+            == t * nanogpt_per_token(t, d)
+            for t in (1, 100, 1024, 4096)
+            for d, h, _, _, _ in SHAPES.values()
+        ),
+    },
+)
 lengths = [2**k for k in range(6, 15)]  # T = 64 .. 16384
 dense = [cost.attention_flops(1, t, t, 768, 12) for t in lengths]
 useful = [cost.useful_flops(1, t, t, 768, 12) for t in lengths]
@@ -274,17 +311,18 @@ def draw_crossover(fig, theme):
         color=theme.series[2],
         label="the same, causal pairs only",
     )
-    for t, style, side in (
-        (gpt2["dense_t"], ":", "right"),
-        (gpt2["causal_t"], "-.", "left"),
+    for t, style, side, kind in (
+        (gpt2["dense_t"], ":", "right", "dense"),
+        (gpt2["causal_t"], "-.", "left", "causal"),
     ):
         ax.axvline(t, color=theme.muted, linestyle=style)
         ax.annotate(
-            f"T = {t:,}",
-            (t, proj[0]),
+            f"T = {t:,}\n({kind})",
+            (t, proj[-1]),
             xytext=(-4 if side == "right" else 4, 0),
             textcoords="offset points",
             ha=side,
+            va="top",
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -303,8 +341,9 @@ glue.figure(
         "Log-log chart of one layer's forward FLOPs against T for "
         "d_model 768 and 12 heads: the projections grow as a line of "
         "slope 1, the scores and weighted sum as a line of slope 2 that "
-        f"crosses it at T = {gpt2['dense_t']:,}, or at T = "
-        f"{gpt2['causal_t']:,} when only the causal pairs are counted."
+        f"crosses it at T = {gpt2['dense_t']:,} (dense, dotted line), or "
+        f"at T = {gpt2['causal_t']:,} when only the causal pairs are "
+        "counted (dash-dotted line)."
     ),
 )
 
@@ -319,7 +358,7 @@ glue.figure(
 # counts come from `FlopCounterMode` as well.
 
 # %%
-tb, th, tt, tdh = 1, 2, 256, 64  # B, H, T, d_head of the tiled check
+tb, th, tt, tdh = 1, 2, 128, 32  # B, H, T, d_head of the tiled check
 q, k, v, dout = torch.randn(4, tb, th, tt, tdh, dtype=torch.float64)
 tiled_fwd, _ = count(lambda: tiled.tiled_attention_torch(q, k, v, causal=True))
 tiled_both, _ = count(
@@ -413,7 +452,7 @@ glue.table(
             fmt(r["useful"] / 1e9, 4),
             fmt(r["tiled"] / 1e9, 4),
             f"{r['tiles_computed']:,} of {r['tiles']:,}",
-            fmt(r["tiled_over_useful"], 3),
+            f"{r['tiled_over_useful']:.3f}",
         ]
         for r in causal_rows
     ],
@@ -428,7 +467,8 @@ glue.table(
 # `torch.autograd.graph.saved_tensors_hooks`: each storage counted once,
 # and only while a node still holds it (the module's weights apart).
 # The reference keeps the weights $A$; SDPA's CPU kernel keeps a
-# log-sum-exp per row instead.
+# log-sum-exp per row instead. In float32, then in bfloat16, where the
+# reference computes in float32 and keeps float32 tensors.
 
 
 # %%
@@ -457,33 +497,54 @@ def kept_bytes(run, weights):
     return sum(alive.values())
 
 
+def kept_by_layer(dtype):
+    """(the reference's, SDPA's) kept bytes for the measured layer."""
+    torch.manual_seed(2)
+    small = torch_ref.MultiHeadAttention(md, mh, dtype=dtype)
+    xs = torch.randn(mb, mt, md, dtype=dtype, requires_grad=True)
+    return (
+        kept_bytes(lambda: small(xs)[0], small.parameters()),
+        kept_bytes(
+            lambda: torch_ref.sdpa_forward(small, xs), small.parameters()
+        ),
+    )
+
+
 mb, mt, md, mh = 2, 128, 256, 4  # the measured layer: B, T, d, H
-torch.manual_seed(2)
-small = torch_ref.MultiHeadAttention(md, mh)
-xs = torch.randn(mb, mt, md, requires_grad=True)
-measured = {
-    "weights": kept_bytes(lambda: small(xs)[0], small.parameters()),
-    "no_weights": kept_bytes(
-        lambda: torch_ref.sdpa_forward(small, xs), small.parameters()
-    ),
-}
+ref32, sdpa32 = kept_by_layer(torch.float32)
+ref16, sdpa16 = kept_by_layer(torch.bfloat16)
+measured = {"weights": ref32, "no_weights": sdpa32}
 formula_bytes = {
     "weights": cost.saved_activation_bytes(mb, mt, md, mh, 4),
     "no_weights": cost.saved_activation_bytes(
         mb, mt, md, mh, 4, weights=False
     ),
 }
+# bf16: X and the heads stay bf16, the reference's Q, K, V and A are fp32
+halves = 2 * mb * mt * md * (4 - 2)  # X and the heads, 2 bytes saved each
+bf16 = {
+    "reference": ref16,
+    "sdpa": sdpa16,
+    "formula": cost.saved_activation_bytes(mb, mt, md, mh, 2),
+    "formula_no_weights": cost.saved_activation_bytes(
+        mb, mt, md, mh, 2, weights=False
+    ),
+    "float32_less_halves": formula_bytes["weights"] - halves,
+}
+bf16["sdpa_equal"] = bf16["sdpa"] == bf16["formula_no_weights"]
+bf16["reference_is_float32"] = bf16["reference"] == bf16["float32_less_halves"]
 memory_rows = []
 for t in (1024, 4096, 16384):
-    with_w = cost.saved_activation_bytes(1, t, 768, 12, 2)
-    without_w = cost.saved_activation_bytes(1, t, 768, 12, 2, weights=False)
+    with_w = cost.saved_activation_bytes(1, t, 768, 12, 4)
+    without_w = cost.saved_activation_bytes(1, t, 768, 12, 4, weights=False)
+    weights_bytes = 12 * t * t * 4  # A: B H T T float32 values
     memory_rows.append(
         {
             "t": t,
             "with_mib": with_w / 2**20,
             "without_mib": without_w / 2**20,
             "ratio": with_w / without_w,
-            "weights_share": 1 - without_w / with_w,
+            "weights_share": weights_bytes / with_w,
         }
     )
 memory = glue.value(
@@ -492,6 +553,7 @@ memory = glue.value(
         "measured": measured,
         "formula": formula_bytes,
         "equal": measured == formula_bytes,
+        "bf16": bf16,
         "batch": mb,
         "t": mt,
         "d_model": md,
@@ -499,15 +561,22 @@ memory = glue.value(
         "rows": memory_rows,
     },
 )
+
+
+def grouped(x, digits=4):
+    """fmt, with thousands separated: 6,264 and 120.8."""
+    return f"{x:,.0f}" if abs(x) >= 1000 else fmt(x, digits)
+
+
 glue.table(
     "cost-memory",
     ["T", "with the weights (MiB)", "without (MiB)", "with / without"],
     [
         [
             f"{r['t']:,}",
-            fmt(r["with_mib"], 4),
-            fmt(r["without_mib"], 4),
-            fmt(r["ratio"], 3),
+            grouped(r["with_mib"]),
+            grouped(r["without_mib"]),
+            grouped(r["ratio"], 3),
         ]
         for r in memory_rows
     ],
@@ -518,49 +587,63 @@ glue.table(
 # ## The KV cache of real models
 #
 # Per token, every layer, bfloat16 (2 bytes a value), from
-# `kv_cache_bytes`; DeepSeek-V3's multi-head latent attention caches a
-# latent and one shared rotary key instead, and its row comes from the
-# latent-attention module (`latent_torch.latent_cache_bytes_per_token`,
-# measured on a real `LatentCache`). First the formula against a cache
-# that `kv_cache.cached_step` filled.
+# `kv_cache_bytes`; a sliding window keeps only the last window - 1
+# tokens (`window=`). DeepSeek-V3's multi-head latent attention caches
+# a latent and one shared rotary key instead, and its row comes from
+# the latent-attention module
+# (`latent_torch.latent_cache_bytes_per_token`, measured on a real
+# `LatentCache`). First the formula against caches that
+# `kv_cache.cached_step` and `kv_cache.rolling_step` filled.
 
 # %%
 torch.manual_seed(3)
 layer = torch_ref.MultiHeadAttention(64, 8, n_kv_head=2)
 cache = kv_cache.KVCache()
+rolling = kv_cache.RollingKVCache(window=6)
 with torch.no_grad():
     for n in (12, 1, 1, 1):  # a prefill, then three steps
-        kv_cache.cached_step(layer, cache, torch.randn(3, n, 64))
+        chunk = torch.randn(3, n, 64)
+        kv_cache.cached_step(layer, cache, chunk)
+        kv_cache.rolling_step(layer, rolling, chunk)
 cache_check = glue.value(
     "cache_check",
     {
         "measured": cache.keys.nbytes + cache.values.nbytes,
         "formula": 3 * cost.kv_cache_bytes(1, 2, 8, cache.length, 4),
+        "rolling_measured": rolling.keys.nbytes + rolling.values.nbytes,
+        "rolling_formula": 3
+        * cost.kv_cache_bytes(1, 2, 8, rolling.length, 4, window=6),
+        "window": rolling.window,
         "batch": 3,
         "tokens": cache.length,
     },
 )
 
-MODELS = [  # name, n_layer, n_head, n_kv_head, d_head, source
-    ("GPT-2 (small)", 12, 12, 12, 64, "GPT2Config"),
-    ("Llama 2 7B", 32, 32, 32, 128, "LlamaConfig"),
-    ("Llama 2 70B", 80, 64, 8, 128, "Llama 2 paper, config.json"),
-    ("Llama 3 8B", 32, 32, 8, 128, "Llama 3 paper, Table 3"),
-    ("Llama 3 70B", 80, 64, 8, 128, "Llama 3 paper, Table 3"),
-    ("Mistral 7B", 32, 32, 8, 128, "MistralConfig"),
+MODELS = [  # name, n_layer, n_head, n_kv_head, d_head, context, window
+    ("GPT-2 (small)", 12, 12, 12, 64, 1024, None),  # GPT2Config
+    ("Llama 2 7B", 32, 32, 32, 128, 4096, None),  # LlamaConfig; card
+    ("Llama 2 70B", 80, 64, 8, 128, 4096, None),  # config.json; card
+    ("Llama 3 8B", 32, 32, 8, 128, 8192, None),  # paper Table 3; card
+    ("Llama 3 70B", 80, 64, 8, 128, 8192, None),
+    ("Mistral 7B", 32, 32, 8, 128, 8192, 4096),  # MistralConfig; paper
 ]
-context = 32768  # tokens of one sequence
 kv_rows = []
-for name, n_layer, h, h_kv, dh, source in MODELS:
-    per_token = cost.kv_cache_bytes(n_layer, h_kv, dh, 1, 2)
+for name, n_layer, h, h_kv, dh, context, window in MODELS:
     kv_rows.append(
         {
             "model": name,
             "n_layer": n_layer,
             "n_head": h,
             "cached": f"{h_kv} x {dh}",
-            "per_token": per_token,
-            "source": source,
+            "context": context,
+            "window": window,
+            "per_token": cost.kv_cache_bytes(n_layer, h_kv, dh, 1, 2),
+            "at_context": cost.kv_cache_bytes(
+                n_layer, h_kv, dh, context, 2, window=window
+            ),
+            "bytes_at": lambda t, a=(n_layer, h_kv, dh), w=window: (
+                cost.kv_cache_bytes(*a, t, 2, window=w)
+            ),
         }
     )
 mla_layer = latent_torch.latent_cache_bytes_per_token(latent_torch.DEEPSEEK_V3)
@@ -573,6 +656,7 @@ glue.value(
         "bytes_per_layer": mla_layer,
     },
 )
+mla_token = latent_torch.DEEPSEEK_V3_LAYERS * mla_layer
 kv_rows.append(
     {
         "model": "DeepSeek-V3 (MLA)",
@@ -581,38 +665,87 @@ kv_rows.append(
         "cached": (
             f"{shapes['kv_lora_rank']} + {shapes['qk_rope_head_dim']} (latent)"
         ),
-        "per_token": latent_torch.DEEPSEEK_V3_LAYERS * mla_layer,
-        "source": "DeepseekV3Config",
+        "context": 131072,  # 128K: DeepSeek-V3 report, section 4.3
+        "window": None,
+        "per_token": mla_token,
+        "at_context": mla_token * 131072,
+        "bytes_at": lambda t: mla_token * t,
     }
 )
+# one model of each kind: all heads, grouped, a window, a latent
+CURVES = ("Llama 2 7B", "Llama 3 8B", "Mistral 7B", "DeepSeek-V3 (MLA)")
+curves = {  # bytes of one sequence's cache, up to the model's context
+    r["model"]: [
+        (t, r["bytes_at"](t))
+        for t in [2**k for k in range(8, 18)]
+        if t <= r["context"]
+    ]
+    for r in kv_rows
+    if r["model"] in CURVES
+}
 for row in kv_rows:
+    del row["bytes_at"]  # a function: the data holds its values
     row["kib_per_token"] = row["per_token"] / 2**10
-    row["gib_context"] = row["per_token"] * context / 2**30
-kv = glue.value(
-    "kv", {"rows": {r["model"]: r for r in kv_rows}, "context": context}
-)
+    row["gib_context"] = row["at_context"] / 2**30
+kv = glue.value("kv", {"rows": {r["model"]: r for r in kv_rows}})
 glue.table(
     "cost-kv-cache",
     [
         "model",
         "layers",
-        "K, V heads x size",
+        "cached per layer and token",
         "KiB per token",
-        f"GiB at {context:,} tokens",
-        "shapes from",
+        "context (tokens)",
+        "GiB at the context",
     ],
     [
         [
-            r["model"],
+            r["model"] + (f", window {r['window']:,}" if r["window"] else ""),
             str(r["n_layer"]),
             r["cached"],
-            fmt(r["kib_per_token"], 4),
-            fmt(r["gib_context"], 3),
-            r["source"],
+            grouped(r["kib_per_token"]),
+            f"{r['context']:,}",
+            grouped(r["gib_context"], 3),
         ]
         for r in kv_rows
     ],
-    "lrlrrl",
+    "lrlrrr",
+)
+
+
+def draw_kv(fig, theme):
+    ax = fig.subplots()
+    for series, (name, points) in enumerate(curves.items()):
+        ax.plot(
+            [t for t, _ in points],
+            [b / 2**30 for _, b in points],
+            "os^D"[series] + "-",
+            color=theme.series[series],
+            markersize=3.5,
+            label=name,
+        )
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("tokens of one sequence, up to its context (log scale)")
+    ax.set_ylabel("KV cache, GiB (log scale)")
+    ax.set_title("Cache of one sequence, all layers, bfloat16")
+    ax.grid(True, alpha=0.4)
+    ax.legend(loc="upper left", fontsize=9)
+
+
+mistral = kv["rows"]["Mistral 7B"]
+glue.figure(
+    "cost-kv-cache",
+    draw_kv,
+    figsize=(7.0, 3.6),
+    alt=(
+        "Log-log chart of the KV cache of one sequence against its length, "
+        "each line up to the model's context: Llama 2 7B's and Llama 3 "
+        "8B's grow in proportion to the tokens; Mistral 7B's grows "
+        f"until its window of {mistral['window']:,} and then stays flat; "
+        "DeepSeek-V3's latent cache grows in proportion too, but from far "
+        "fewer bytes per token, up to 131,072 tokens."
+    ),
 )
 
 # %% [markdown]
@@ -630,10 +763,12 @@ glue.table(
 # %%
 bench = json.loads(Path("bench/roofline.json").read_text())
 cpu, spec, layer_shape = bench["cpu"], bench["gpu_spec"], bench["layer"]
+env = bench["environment"]
 threads = str(cpu["layer_threads"])
 peak = cpu["peak_gflops"][threads] * 1e9  # FLOP/s on the layer's threads
 bandwidth = cpu["bandwidth_gbs"][threads] * 1e9  # bytes/s, as many threads
 ridge = peak / bandwidth  # FLOP/byte where the two roofs meet
+all_threads = max(cpu["peak_gflops"], key=int)
 points = []
 for p in cpu["points"]:
     tq, cached = (p["t"], False) if p["kind"] == "prefill" else (1, True)
@@ -648,6 +783,7 @@ for p in cpu["points"]:
         {
             "kind": p["kind"],
             "t": p["t"],
+            "flops": flops,
             "ms": p["seconds"] * 1e3,
             "intensity": intensity,
             "gflops": rate / 1e9,
@@ -659,13 +795,16 @@ for p in cpu["points"]:
 gpu_peak = spec["bf16_dense_tflops"] * 1e12
 gpu_bandwidth = spec["hbm_tbps"] * 1e12
 gpu_ridge = gpu_peak / gpu_bandwidth
-big = {"d_model": 4096, "n_head": 32}  # Llama 2 7B's layer, bf16
+GPU_POINTS = {  # label: batch, T, decode?, (d_model, n_head, n_kv_head)
+    "prefill": (1, 4096, False, (4096, 32, 32)),  # Llama 2 7B's layer
+    "decode": (1, 4096, True, (4096, 32, 32)),
+    "decode, B = 64": (64, 4096, True, (4096, 32, 32)),
+    "decode, B = 64, Llama 3 8B": (64, 4096, True, (4096, 32, 8)),
+}
 gpu_points = []
-for kind, t in (("prefill", 4096), ("decode", 4096), ("decode, B = 64", 4096)):
-    batch = 64 if "64" in kind else 1
-    tq, cached = (t, False) if kind == "prefill" else (1, True)
+for kind, (batch, t, decode, (d, h, h_kv)) in GPU_POINTS.items():
     intensity = cost.arithmetic_intensity(
-        batch, tq, t, **big, bytes_per_value=2, cached=cached
+        batch, 1 if decode else t, t, d, h, h_kv, 2, cached=decode
     )
     gpu_points.append(
         {
@@ -677,6 +816,12 @@ for kind, t in (("prefill", 4096), ("decode", 4096), ("decode, B = 64", 4096)):
             "side": "compute" if intensity > gpu_ridge else "bandwidth",
         }
     )
+# grouped heads: each cached value serves G query heads in a step
+llama3 = {"d_model": 4096, "n_head": 32, "n_kv_head": 8}
+grouped_steps = {
+    str(t): cost.arithmetic_intensity(1, 1, t, **llama3, cached=True)
+    for t in (1, 4096, 32768)
+}
 # a GPU the benchmark found (a lent machine) is measured, not specified
 cuda = bench.get("cuda")
 gpu_measured = {
@@ -694,28 +839,48 @@ gpu_measured = {
         for p in (cuda["points"] if cuda else [])
     ],
 }
+decode_sdpa = [p for p in points if p["kind"] == "decode_sdpa"]
+decode_ref = [p for p in points if p["kind"] == "decode"]
+prefill = [p for p in points if p["kind"] == "prefill"]
+contended = any(
+    cpu[key][all_threads] < cpu[key]["1"]
+    for key in ("peak_gflops", "bandwidth_gbs")
+)
 roofline = glue.value(
     "roofline",
     {
-        "cpu_name": bench["environment"]["cpu"],
+        "cpu_name": env["cpu"],
         "threads": cpu["layer_threads"],
         "peak_gflops": cpu["peak_gflops"],
         "bandwidth_gbs": cpu["bandwidth_gbs"],
         "ridge": ridge,
         "points": points,
-        "prefill": [p for p in points if p["kind"] == "prefill"],
-        "decode": [p for p in points if p["kind"] == "decode"],
-        "decode_sdpa": [p for p in points if p["kind"] == "decode_sdpa"],
+        "prefill": prefill,
+        "decode": decode_ref,
+        "decode_sdpa": decode_sdpa,
+        "prefill_all_right": all(p["intensity"] > ridge for p in prefill),
+        "decode_all_left": all(
+            p["intensity"] < ridge for p in decode_ref + decode_sdpa
+        ),
+        "sdpa_share": [
+            min(p["share_of_roof"] for p in decode_sdpa),
+            max(p["share_of_roof"] for p in decode_sdpa),
+        ],
+        "reference_share": [
+            min(p["share_of_roof"] for p in decode_ref),
+            max(p["share_of_roof"] for p in decode_ref),
+        ],
         "layer": layer_shape,
         "runs": bench["runs"],
-        "all_threads": max(cpu["peak_gflops"], key=int),
-        "peak_all_gflops": cpu["peak_gflops"][
-            max(cpu["peak_gflops"], key=int)
-        ],
-        # what stays in the CPU's largest cache between rounds
-        "llc_mib": cpu["last_level_cache_bytes"] / 2**20,
+        "all_threads": all_threads,
+        "peak_all_gflops": cpu["peak_gflops"][all_threads],
+        "bandwidth_all_gbs": cpu["bandwidth_gbs"][all_threads],
+        # the two-thread roofs below the one-thread ones: other work
+        # held the cores, and the roofs are lower bounds
+        "contended": contended,
         "copy_mib": cpu["copy_bytes"] / 2**20,
-        "weights_mib": 4 * 4 * layer_shape["d_model"] ** 2 / 2**20,
+        # read before each layer call (bench/roofline.py, since it has)
+        "flush_mib": cpu.get("flush_bytes", 0) / 2**20,
         "longest_cache_mib": cost.kv_cache_bytes(
             1,
             layer_shape["n_head"],
@@ -724,23 +889,26 @@ roofline = glue.value(
             4,
         )
         / 2**20,
-        "commit": bench["environment"]["commit"],
+        "commit": env["commit"],
+        "tree_dirty": env.get("tree_dirty", False),
         # the machine's 1-minute load when the run began, and its cores
-        "load": bench["environment"]["load_average_at_start"][0],
-        "cores": bench["environment"]["cores_available"],
-        "torch": bench["environment"]["torch"],
+        "load": env["load_average_at_start"][0],
+        "cores": env["cores_available"],
+        "torch": env["torch"],
         "gpu": {
             **spec,
             "ridge": gpu_ridge,
             "points": {p["kind"]: p for p in gpu_points},
         },
+        "grouped_steps": grouped_steps,
+        "grouped_g": llama3["n_head"] // llama3["n_kv_head"],
         "measured_gpu": gpu_measured,
     },
 )
 KIND_LABEL = {
     "prefill": "prefill",
-    "decode": "step, reference",
-    "decode_sdpa": "step, SDPA",
+    "decode": "step (ref.)",
+    "decode_sdpa": "step (SDPA)",
 }
 
 
@@ -752,33 +920,182 @@ def ms(value):
 
 glue.table(
     "cost-roofline",
-    [
-        "call",
-        "T",
-        "time (ms)",
-        "FLOP / byte",
-        "GFLOP/s",
-        "share of roof",
-        "bound by",
-    ],
+    ["call", "T", "ms", "GFLOP/s", "FLOP / byte", "share of roof"],
     [
         [
             KIND_LABEL[p["kind"]],
             f"{p['t']:,}",
             ms(p["ms"] / 1e3),
-            fmt(p["intensity"], 3),
             fmt(p["gflops"], 3),
+            fmt(p["intensity"], 3),
             fmt(p["share_of_roof"], 2),
-            p["side"],
         ]
         for p in points
     ],
-    "lrrrrrl",
+    "lrrrrr",
+)
+
+# %% [markdown]
+# What the reference itself moves. `bytes_moved` counts the fewest
+# bytes a layer needs: a fused kernel's. The reference runs one aten
+# op after another, and each reads its inputs and writes its output;
+# counting those bytes at the dispatcher (views move nothing) gives an
+# upper bound on its traffic. The count is a polynomial in $T$ (every
+# tensor's size is), quadratic for a prefill and linear for a step, so
+# three or two short runs fix it, a fourth checks it, and it gives the
+# benchmark's lengths without running them.
+
+
+# %%
+MATMULS = {torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm}
+
+
+def tensors(x):
+    """Every tensor in an op's (nested) arguments or results."""
+    if isinstance(x, torch.Tensor):
+        yield x
+    elif isinstance(x, (list, tuple)):
+        for y in x:
+            yield from tensors(y)
+    elif isinstance(x, dict):
+        for y in x.values():
+            yield from tensors(y)
+
+
+class Traffic(TorchDispatchMode):
+    """Bytes every aten op reads and writes, by kind; views none."""
+
+    def __init__(self):
+        super().__init__()
+        self.bytes = defaultdict(int)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        if not func.is_view:
+            kind = (
+                "matmuls"
+                if func.overloadpacket in MATMULS
+                else "cat"
+                if func.overloadpacket is torch.ops.aten.cat
+                else "elementwise"
+            )
+            self.bytes[kind] += sum(
+                t.nbytes for t in tensors((args, kwargs, out))
+            )
+        return out
+
+
+torch.manual_seed(4)
+timed = torch_ref.MultiHeadAttention(
+    layer_shape["d_model"], layer_shape["n_head"]
+)
+d_head = layer_shape["d_head"]
+
+
+def prefill_traffic(t):
+    x = torch.randn(1, t, layer_shape["d_model"])
+    mask = torch_ref.causal_mask(t)  # made outside the timed call
+    with torch.no_grad(), Traffic() as traffic:
+        timed(x, mask)
+    return dict(traffic.bytes)
+
+
+def step_traffic(t):  # as bench/roofline.py times it: T - 1 cached
+    shape = (1, layer_shape["n_head"], t - 1, d_head)
+    step_cache = kv_cache.KVCache()
+    step_cache.keys, step_cache.values = torch.randn(2, *shape)
+    x = torch.randn(1, 1, layer_shape["d_model"])
+    with torch.no_grad(), Traffic() as traffic:
+        kv_cache.cached_step(timed, step_cache, x)
+    return dict(traffic.bytes)
+
+
+def polynomial(samples):
+    """The polynomial through (t, value) samples, exactly (Lagrange)."""
+
+    def at(t):
+        total = Fraction(0)
+        for i, (ti, vi) in enumerate(samples):
+            term = Fraction(vi)
+            for j, (tj, _) in enumerate(samples):
+                if j != i:
+                    term *= Fraction(t - tj, ti - tj)
+            total += term
+        return total
+
+    return at
+
+
+def fitted(measure, fit_at, check_at):
+    """{kind: polynomial in T}, checked exactly at one more length."""
+    runs = {t: measure(t) for t in (*fit_at, check_at)}
+    kinds = {kind for bytes_by in runs.values() for kind in bytes_by}
+    fits = {
+        kind: polynomial([(t, runs[t].get(kind, 0)) for t in fit_at])
+        for kind in kinds
+    }
+    for kind, fit in fits.items():
+        if fit(check_at) != runs[check_at].get(kind, 0):
+            raise ValueError(f"{kind} bytes are not a polynomial in T")
+    return fits
+
+
+prefill_fit = fitted(prefill_traffic, (32, 64, 128), 256)  # quadratic
+step_fit = fitted(step_traffic, (64, 128), 256)  # linear in T
+moved = {
+    (p["kind"], p["t"]): sum(
+        int(f(p["t"]))
+        for f in (prefill_fit if p["kind"] == "prefill" else step_fit).values()
+    )
+    for p in points
+    if p["kind"] != "decode_sdpa"
+}
+cached_values = 2 * layer_shape["n_head"] * d_head  # K and V, per position
+per_value = {  # bytes per cached key or value entry: the slope in T
+    kind: float(fit(2) - fit(1)) / cached_values
+    for kind, fit in step_fit.items()
+}
+longest = max(p["t"] for p in decode_ref)
+longest_prefill = max(p["t"] for p in prefill)
+prefill_ops = [
+    {
+        "t": p["t"],
+        "mib": moved["prefill", p["t"]] / 2**20,
+        "fewest_mib": p["flops"] / p["intensity"] / 2**20,
+        "intensity": p["flops"] / moved["prefill", p["t"]],
+        "side": "left"
+        if p["flops"] / moved["prefill", p["t"]] < ridge
+        else "right",
+    }
+    for p in prefill
+]
+glue.value(
+    "traffic",
+    {
+        "per_value": per_value,
+        "per_value_total": sum(per_value.values()),
+        "per_value_fewest": 4,  # K and V read once, float32
+        "step_t": longest,
+        "step_mib": moved["decode", longest] / 2**20,
+        "step_fewest_mib": cost.bytes_moved(
+            1,
+            1,
+            longest,
+            layer_shape["d_model"],
+            layer_shape["n_head"],
+            bytes_per_value=4,
+            cached=True,
+        )
+        / 2**20,
+        "prefill": prefill_ops,
+        "prefill_last": prefill_ops[-1],
+        "fit_checked": True,
+    },
 )
 
 
 def draw_roofline(fig, theme):
-    here, gpu = fig.subplots(1, 2)
+    here, share = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     grid = np.logspace(-1.5, 3.5, 200)  # FLOP/byte
     for c, style in zip(cpu["peak_gflops"], ("-", "--"), strict=False):
         top = cpu["peak_gflops"][c] * 1e9
@@ -794,17 +1111,64 @@ def draw_roofline(fig, theme):
     markers = {"prefill": "o", "decode": "s", "decode_sdpa": "^"}
     for series, (kind, label) in enumerate(KIND_LABEL.items()):
         mine = [p for p in points if p["kind"] == kind]
-        here.plot(
-            [p["intensity"] for p in mine],
-            [p["gflops"] for p in mine],
-            markers[kind],
-            color=theme.series[series],
-            label=label,
+        for target, x_of in ((here, "intensity"), (share, "t")):
+            target.plot(
+                [p[x_of] for p in mine],
+                [
+                    p["gflops" if target is here else "share_of_roof"]
+                    for p in mine
+                ],
+                markers[kind] + ("" if target is here else "-"),
+                color=theme.series[series],
+                label=label,
+            )
+    for p in prefill:  # the steps share one intensity: see the right
+        here.annotate(
+            f"T = {p['t']:,}",
+            (p["intensity"], p["gflops"]),
+            xytext=(0, -12),
+            textcoords="offset points",
+            ha="center",
+            fontsize=8,
         )
     here.axvline(ridge, color=theme.muted, linestyle=":")
     here.set_title("This CPU, float32 (measured)")
     here.set_ylabel("GFLOP/s (log scale)")
-    here.legend(loc="lower right", fontsize=7)
+    here.set_xlabel("FLOP per byte (log scale)")
+    here.set_xscale("log")
+    here.set_yscale("log")
+    here.legend(loc="lower right", fontsize=8)
+    share.set_xscale("log", base=2)
+    share.set_ylim(0, 1)
+    share.set_title("Share of the roof")
+    share.set_xlabel("T, or the cache length (log scale)")
+    for ax in (here, share):
+        ax.grid(True, alpha=0.4)
+
+
+glue.figure(
+    "cost-roofline",
+    draw_roofline,
+    figsize=(8.4, 3.8),
+    alt=(
+        "Left, a log-log roofline of this CPU measured in float32: "
+        "attainable GFLOP/s against FLOP per byte, a slanted bandwidth "
+        f"roof meeting the flat compute roof at {ridge:.1f} FLOP/byte; the "
+        "prefill points, labelled with their T, lie at "
+        f"{prefill[0]['intensity']:.0f} to {prefill[-1]['intensity']:.0f} "
+        "FLOP/byte, the decoding steps all at "
+        f"{decode_sdpa[-1]['intensity']:.2f}. Right, the share of the roof "
+        "each call reaches against T or the cache length: the SDPA step "
+        f"between {roofline['sdpa_share'][0]:.2f} and "
+        f"{roofline['sdpa_share'][1]:.2f}, the reference step between "
+        f"{roofline['reference_share'][0]:.2f} and "
+        f"{roofline['reference_share'][1]:.2f}."
+    ),
+)
+
+
+def draw_gpu(fig, theme):
+    gpu = fig.subplots()
     ggrid = np.logspace(-0.5, 4, 200)
     gpu.plot(
         ggrid,
@@ -818,7 +1182,7 @@ def draw_roofline(fig, theme):
         gpu.plot(
             p["intensity"],
             p["bound_tflops"],
-            "os^"[series],
+            "os^D"[series],
             color=theme.series[series],
             label=f"{p['kind']}, T = {p['t']:,}",
         )
@@ -836,36 +1200,27 @@ def draw_roofline(fig, theme):
             [p["intensity"] for p in gpu_measured["points"]],
             [p["tflops"] for p in gpu_measured["points"]],
             "x",
-            color=theme.series[3],
+            color=theme.text,
             label="the layer, measured",
         )
     gpu.axvline(gpu_ridge, color=theme.muted, linestyle=":")
     gpu.set_title(f"{spec['name']}, bf16 (specification)")
     gpu.set_ylabel("TFLOP/s (log scale)")
-    gpu.legend(loc="upper left", fontsize=8)
-    for ax in (here, gpu):
-        ax.set_xscale("log")
-        ax.set_yscale("log")
-        ax.set_xlabel("FLOP per byte (log scale)")
-        ax.grid(True, alpha=0.4)
+    gpu.set_xlabel("FLOP per byte (log scale)")
+    gpu.set_xscale("log")
+    gpu.set_yscale("log")
+    gpu.grid(True, alpha=0.4)
+    gpu.legend(loc="lower right", fontsize=9)
 
 
-prefill_last = roofline["prefill"][-1]
-decode_last = roofline["decode_sdpa"][-1]
 glue.figure(
-    "cost-roofline",
-    draw_roofline,
-    figsize=(8.4, 3.8),
+    "cost-roofline-gpu",
+    draw_gpu,
+    figsize=(7.0, 3.6),
     alt=(
-        "Two log-log roofline charts, attainable FLOP/s against FLOP per "
-        "byte. Left, this CPU measured in float32: a slanted bandwidth "
-        f"roof meets the flat compute roof at {ridge:.1f} FLOP/byte; the "
-        f"prefill points lie right of it (up to "
-        f"{prefill_last['intensity']:.0f} FLOP/byte, "
-        f"{prefill_last['gflops']:.1f} GFLOP/s), the decoding steps far "
-        f"left of it at {decode_last['intensity']:.2f} FLOP/byte. Right, "
-        f"{spec['name']} from its specifications: the ridge at "
-        f"{gpu_ridge:.0f} FLOP/byte, a prefill of Llama 2 7B's layer on "
-        "the flat roof and single decoding steps on the slanted one."
+        f"A log-log roofline of the {spec['name']} from its specifications: "
+        f"the ridge at {gpu_ridge:.0f} FLOP/byte, a prefill of Llama 2 7B's "
+        "layer on the flat roof, and its decoding steps, one sequence or "
+        "64, and Llama 3 8B's batch of 64, on the slanted one."
     ),
 )

@@ -567,23 +567,24 @@ glue.value(
         "gemma2_window": mixed["gemma2"][1],
         "gemma3_window": mixed["gemma3"][1],
         "gemma3_ratio": mixed["gemma3"][0],
+        # W - 1 entries at every T >= W - 1, every length of the table
+        "rolling_gib": (window_7b - 1) * bytes_per_entry / 2**30,
         "rows": memory_rows,
     },
 )
 glue.table(
     "masks-memory",
-    ["T", "full, GiB", "rolling, GiB", "1:1, W 4096", "5:1, W 1024"],
+    ["T", "full, GiB", *(f"{n}:1" for n, _ in mixed.values())],
     [
         [
             f"{r['t']:,}",
             fmt(r["full_gib"], 3),
-            fmt(r["rolling_gib"], 3),
             fmt(r["gemma2"], 3),
             fmt(r["gemma3"], 3),
         ]
         for r in memory_rows
     ],
-    "rrrrr",
+    "rrrr",
 )
 
 # %% [markdown]

@@ -149,7 +149,7 @@ def draw_softcap(fig, theme):
     right.plot(grid, 1 - np.tanh(grid / cap) ** 2, color=theme.series[1])
     right.set_ylim(0, 1.05)
     right.set_xlabel("score s before the cap")
-    right.set_ylabel("slope 1 - tanh²(s / 50)")
+    right.set_ylabel(f"slope 1 - tanh²(s / {cap:g})")
     right.grid(alpha=0.3)
 
 

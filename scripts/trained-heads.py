@@ -438,7 +438,7 @@ glue.figure(
     "the rows and columns of the previous-token head are dark, those of "
     "the two-back head a little lighter, the rest close to the accuracy "
     "with every head on",
-    figsize=(5.6, 4.6),
+    figsize=(5.2, 4.2),
 )
 
 # Two heads of the last layer: removing one leaves the other's output

@@ -22,9 +22,10 @@ MIRRORS = pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
 
 
 def paper_slopes(n):
-    """Press et al.'s get_slopes, in our words: geometric for a power of
-    two, else the largest power of two's slopes and every other one of
-    twice that many."""
+    """The get_slopes of Press et al.'s code, in our words: geometric for
+    a power of two, else the largest power of two's slopes and every
+    other one of twice that many (the paper's text gives the geometric
+    rule for every n: attention-gym's, conventions.py)."""
     if math.log2(n).is_integer():
         start = 2 ** (-(2 ** -(math.log2(n) - 3)))
         return [start * start**i for i in range(n)]
@@ -40,7 +41,7 @@ def values(x):
 
 @MIRRORS
 @pytest.mark.parametrize("n_head", [1, 2, 3, 5, 6, 8, 12, 16, 20, 32, 40])
-def test_alibi_slopes_follow_the_papers_rule(ref, n_head):
+def test_alibi_slopes_follow_the_papers_code(ref, n_head):
     np.testing.assert_allclose(
         values(ref.alibi_slopes(n_head)), paper_slopes(n_head), rtol=1e-13
     )
