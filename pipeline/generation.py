@@ -16,9 +16,12 @@ file:line and the exception's last line (``traceback=True``: all of it).
 
 A page's files are written only when their bytes change, so
 ``mkdocs serve`` (which watches docs/) does not rebuild for nothing;
-``together=True`` (the watcher under ``make serve``) writes every page's
+``together=True`` (the watcher under ``make serve``) writes the pages'
 files only once all have run, so the server rebuilds once, with the new
-code, its numbers and its notebook download all from the same run. A
+code, its numbers and its notebook download all from the same run; a
+page that took longer than LATE_S last time (the one that trains a
+model) runs last and is written on its own when done, so the others do
+not wait for it. A
 failing page keeps its last outputs and fails the run: stale numbers are
 never published silently.
 """
@@ -40,6 +43,7 @@ from pipeline.files import atomic_write
 # two pages per core keep both cores busy.
 JOBS_PER_CORE = 2
 PROGRESS_S = 5.0  # a page that runs longer says so this often
+LATE_S = 15.0  # together, a page slower than this publishes on its own
 # The code that turns a page script into its outputs: in every key.
 RUNNERS = tuple(
     f"pipeline/{name}.py"
@@ -276,7 +280,8 @@ class _Progress:
 
 def _run(project, todo, jobs, say, width, traceback, done, events, kernels):
     """Run ``todo`` side by side; call ``done(task, files, seconds)`` in
-    this thread as each page succeeds. Returns the names that failed."""
+    this thread as each page ends (``files`` None: it failed). Returns
+    the names that failed."""
     from concurrent.futures import as_completed
 
     from pipeline.warm_kernels import started
@@ -321,6 +326,7 @@ def _run(project, todo, jobs, say, width, traceback, done, events, kernels):
                 )
                 cache.failed(project, task.name, task.seconds)
                 failed.append(task.name)
+                done(task, None, task.seconds)
         finally:  # Ctrl-C too: the kernels stop first, then the threads
             pool.shutdown(wait=False, cancel_futures=True)
     pool.shutdown(wait=True)
@@ -374,17 +380,28 @@ def generate(
     failed = [*orphans, *sorted(blocked)]
     todo = [t for t in todo if t.name not in blocked]
     todo.sort(key=lambda t: _expected(project, t))  # slowest first
+    # Together, a page that took over LATE_S last time runs last and
+    # publishes on its own: the others' pages reload without waiting.
+    late = {
+        t.name
+        for t in todo
+        if together and (cache.last_seconds(project, t.name) or 0) > LATE_S
+    }
+    todo.sort(key=lambda t: t.name in late)  # stable: slowest first else
     _announce(project, todo, cached, say)
     if events:
         events("todo", [t.name for t in todo])
     width = max(14, *(len(t.name) for t in tasks)) if tasks else 14
     start, finished = time.perf_counter(), []
+    running = {t.name for t in todo}
 
     def done(task, files, seconds):
-        if together:
+        running.discard(task.name)
+        if files is not None:
             finished.append((task, files, seconds))
-        else:
-            _publish(project, [(task, files, seconds)])
+        if not together or running <= late:  # all but the late are done
+            _publish(project, finished)
+            finished.clear()
 
     failed += _run(
         project, todo, jobs, say, width, traceback, done, events, kernels

@@ -17,13 +17,14 @@ import itertools
 import math
 import warnings
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention.bias import causal_lower_right
 
 import glue
-from mha_ref import conventions, torch_ref
+from mha_ref import conventions, numpy_ref, torch_ref
 
 fmt, fmt_list = glue.fmt, glue.fmt_list
 glue.value("torch", torch.__version__)
@@ -159,15 +160,53 @@ glue.table(
 )
 
 # %% [markdown]
-# ## The causal corner when there are fewer queries than keys
+# ## The causal corner when queries and keys differ in number
 #
-# Two new queries against five keys, as in a KV cache with three
-# positions cached. SDPA's `is_causal=True` starts the diagonal at the
-# top left (query 0 sees key 0); `causal_lower_right` (and flash-attn's
-# `causal=True` since 2.1) ends it at the bottom right (the last query
-# sees every key). `torch_ref.causal_mask(tq, tk, align=...)` builds
-# either, and our attention matches SDPA for each. Then more queries
-# than keys: bottom-right leaves the first queries with no key at all.
+# `conventions.causal_query_positions` gives the positions the $T_q$
+# queries hold among $T_k$ keys for each corner; the causal rule on
+# those positions is the mask. First the two grids flash-attn's README
+# draws, (Tq, Tk) = (2, 5) and (5, 2), for both corners (1 = read,
+# 0 = blocked). Then two new queries against five keys through SDPA
+# both ways: `is_causal=True` starts the diagonal at the top left,
+# `causal_lower_right` ends it at the bottom right, and our attention
+# matches each. On the CPU this runs SDPA's math path; on CUDA
+# `causal_lower_right` goes to fused kernels (not run here).
+
+
+# %%
+def grid(blocked):
+    """Rows of 1 (read) and 0 (blocked), as flash-attn's README draws."""
+    return [" ".join("0" if b else "1" for b in row) for row in blocked]
+
+
+corners = {}
+for tq, tk in ((2, 5), (5, 2)):
+    shape = f"{tq}x{tk}"
+    corners[shape] = {}
+    for align in ("top_left", "bottom_right"):
+        q_pos = conventions.causal_query_positions(tq, tk, align)  # (Tq,)
+        blocked = torch_ref.causal_mask_for_positions(q_pos, torch.arange(tk))
+        same = torch.equal(blocked, torch_ref.causal_mask(tq, tk, align=align))
+        corners[shape][align] = {
+            "query_positions": q_pos,
+            "grid": grid(blocked.tolist()),
+            "same_as_causal_mask": bool(same),
+        }
+    print(shape, corners[shape])
+    glue.table(
+        f"conventions-corner-{shape}",
+        ["query", "top-left", "bottom-right"],
+        [
+            [
+                str(i),
+                f"`{corners[shape]['top_left']['grid'][i]}`",
+                f"`{corners[shape]['bottom_right']['grid'][i]}`",
+            ]
+            for i in range(tq)
+        ],
+        "lll",
+    )
+corners = glue.value("corners", corners)
 
 # %%
 tq, tk = 2, 5
@@ -226,22 +265,22 @@ print("more queries than keys:", causal["more_queries"])
 causal = glue.value("causal", causal)
 glue.table(
     "conventions-causal",
-    ["corner", "who uses it", "query 0 sees keys", "query 1 sees keys"],
+    ["corner", "query 0 reads", "query 1 reads", "used by"],
     [
         [
             "top-left",
-            "SDPA `is_causal=True`",
             fmt_list(causal["top_left"]["keys_seen"][0]),
             fmt_list(causal["top_left"]["keys_seen"][1]),
+            "SDPA `is_causal`",
         ],
         [
             "bottom-right",
-            "flash-attn `causal=True` (>= 2.1), `causal_lower_right`",
             fmt_list(causal["bottom_right"]["keys_seen"][0]),
             fmt_list(causal["bottom_right"]["keys_seen"][1]),
+            "flash-attn, `causal_lower_right`",
         ],
     ],
-    "llll",
+    "lrrl",
 )
 
 # %% [markdown]
@@ -249,11 +288,12 @@ glue.table(
 #
 # A batch of two prompts of lengths 4 and 2, padded on the left (the
 # usual layout for batched generation: every prompt ends at the last
-# column), with a causal mask. The first two queries of the short prompt
-# are padding and may read no key. Ours refuses and names them; with
-# `empty_rows="zero"` it gives them zeros, as SDPA does; a hand-written
-# softmax with $-\infty$ gives NaN, and a second layer spreads it. The
-# real rows are compared with the short prompt run alone, unpadded.
+# column), with a causal mask. `conventions.rows_without_keys` lists the
+# query rows that may read no key: the first two of the short prompt.
+# Ours refuses and names them; with `empty_rows="zero"` it gives them
+# zeros, as SDPA does; a hand-written softmax with $-\infty$ gives NaN,
+# and a second layer spreads it. The real rows are compared with the
+# short prompt run alone, unpadded (no position encoding here).
 
 # %%
 lengths, t = [4, 2], 4
@@ -261,17 +301,19 @@ padding = torch.tensor(
     [[i < t - n for i in range(t)] for n in lengths]
 )  # (B, T), True = padding, on the left
 mask = torch_ref.key_padding_mask(padding) | torch_ref.causal_mask(t)
+without_keys = conventions.rows_without_keys(mask)  # [(b, 0, i), ...]
 empty = mask[:, 0].all(dim=-1)  # (B, T): query rows with no key
 q, k, v = randn(2, 1, t, 4), randn(2, 1, t, 4), randn(2, 1, t, 4)
 rows = {"lengths": lengths, "empty_rows": {}}
 for b in range(len(lengths)):
-    rows["empty_rows"][str(b)] = [i for i in range(t) if empty[b, i]]
+    rows["empty_rows"][str(b)] = [i for c, _, i in without_keys if c == b]
 try:
     torch_ref.attention(q, k, v, mask)
-    rows["message"] = None
+    rows["message"], rows["raised"], rows["names_first_row"] = None, None, 0
 except ValueError as error:
     print("default: ValueError:", error)
-    rows["message"] = str(error)
+    rows["message"], rows["raised"] = str(error), type(error).__name__
+    rows["names_first_row"] = bool(str(without_keys[0]) in str(error))
 zero, _ = torch_ref.attention(q, k, v, mask, empty_rows="zero")
 # SDPA's boolean mask means True = allowed
 sdpa = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)
@@ -286,6 +328,7 @@ rows["zero_rows_are_zero"] = bool((zero[empty[:, None]] == 0).all())
 rows["sdpa_rows_are_zero"] = bool((sdpa[empty[:, None]] == 0).all())
 rows["real_vs_alone"] = float((zero[1:, :, real] - alone).abs().max())
 rows["by_hand_nan_rows"] = int(by_hand.isnan().any(dim=-1).sum())
+rows["by_hand_real_finite"] = bool(by_hand[~empty[:, None]].isfinite().all())
 # a second layer: the NaN rows are now keys and values, masked, but the
 # weighted sum multiplies their NaN by a weight of 0, and 0 x NaN = NaN
 s2 = by_hand @ by_hand.transpose(-2, -1) / math.sqrt(4)
@@ -314,54 +357,56 @@ for mode in ("train", "eval"):
     with torch.no_grad():
         y, _ = library(x, x, x, attn_mask=per_head)  # need_weights=True
     rows[f"mha_{mode}_nan_rows"] = int(y.isnan().any(dim=-1).sum())
+    rows[f"mha_{mode}_real_finite"] = bool(y[~empty].isfinite().all())
     print(f"nn.MultiheadAttention, {mode}: {y.isnan().sum()} NaN")
 rows = glue.value("empty", rows)
-n_empty = sum(len(r) for r in rows["empty_rows"].values())
+n_empty = len(without_keys)
 
 
 def outcome(nan_rows):
-    return (
-        f"NaN ({nan_rows} of {n_empty} empty rows)" if nan_rows else "finite"
-    )
+    return f"NaN ({nan_rows} of {n_empty})" if nan_rows else "finite"
+
+
+def finite(flag):
+    return "finite" if flag else "NaN"
 
 
 glue.table(
     "conventions-empty-rows",
-    ["implementation", "the rows with no allowed key", "the real rows"],
+    ["who", "empty rows", "real rows"],
     [
         [
-            '`torch_ref.attention` (default `empty_rows="raise"`)',
-            "raises `ValueError`, naming them",
+            "ours, default",
+            f"`{rows['raised']}`" if rows["raised"] else "no error",
             "-",
         ],
         [
-            '`torch_ref.attention(..., empty_rows="zero")`',
+            '`empty_rows="zero"`',
             "zeros" if rows["zero_rows_are_zero"] else "not zeros",
-            "exactly as the prompt alone"
+            "= the prompt alone"
             if rows["real_vs_alone"] == 0
-            else f"as the prompt alone, to {fmt(rows['real_vs_alone'], 2)}",
+            else f"the prompt alone, to {fmt(rows['real_vs_alone'], 2)}",
         ],
         [
-            "SDPA, boolean mask (PyTorch >= 2.5)",
+            "SDPA, bool mask",
             "zeros" if rows["sdpa_rows_are_zero"] else "not zeros",
-            f'as `empty_rows="zero"`, to {fmt(rows["zero_vs_sdpa"], 2)}',
+            f"= ours to {fmt(rows['zero_vs_sdpa'], 2)}",
         ],
         [
-            "`masked_fill(mask, -inf)`, then softmax",
+            "softmax over `-inf`",
             outcome(rows["by_hand_nan_rows"]),
-            "finite in this layer; "
-            f"{rows['second_layer_nan_rows_b'][1]} of {t} rows NaN "
-            "after a second one",
+            f"{finite(rows['by_hand_real_finite'])}; layer 2: "
+            f"{rows['second_layer_nan_rows_b'][1]} of {t} NaN",
         ],
         [
-            "`nn.MultiheadAttention`, defaults, train",
+            "`nn.MultiheadAttention`, train",
             outcome(rows["mha_train_nan_rows"]),
-            "finite",
+            finite(rows["mha_train_real_finite"]),
         ],
         [
-            "`nn.MultiheadAttention`, defaults, eval",
+            "`nn.MultiheadAttention`, eval",
             outcome(rows["mha_eval_nan_rows"]),
-            "finite",
+            finite(rows["mha_eval_real_finite"]),
         ],
     ],
     "lll",
@@ -372,12 +417,12 @@ glue.table(
 #
 # In eval mode under `torch.no_grad()`, `nn.MultiheadAttention` calls its
 # fused kernel (`torch._native_multi_head_attention`) only when every
-# condition of its fast path holds, among them `batch_first=True`, the
-# projection biases (`bias=True`), an even head count and self-attention
-# with one tensor for query, key and value. Otherwise it computes the
-# attention itself: with `need_weights=False` through SDPA. Each way
-# below runs one fully masked row; `counting_fast_path` counts the calls
-# to the fused kernel.
+# condition of its fast path holds (`torch/nn/modules/activation.py`),
+# among them `batch_first=True`, the projection biases (`bias=True`), a
+# boolean (not floating-point) mask, an even head count and one tensor
+# for query, key and value. Otherwise it computes the attention itself:
+# with `need_weights=False` through SDPA. Each way below runs one fully
+# masked row; `counting_fast_path` counts the calls to the fused kernel.
 
 
 # %%
@@ -397,35 +442,57 @@ def counting_fast_path():
         torch._native_multi_head_attention = original
 
 
-full_row = torch.zeros(4, 4, dtype=torch.bool)
-full_row[1] = True  # query 1 may read no key
-fast_path = []
-for batch_first, bias, need_weights in itertools.product(
-    (True, False), (True, False), (False, True)
-):
+def masked_row(batch_first, bias, need_weights, float_mask, n_head=2):
+    """One eval call with query 1 blocked from every key: its answer."""
+    d_model = 4 * n_head
+    blocked = torch.zeros(4, 4, dtype=torch.bool)
+    blocked[1] = True  # query 1 may read no key
+    attn_mask = (
+        torch.zeros(4, 4, dtype=torch.float64).masked_fill(blocked, -math.inf)
+        if float_mask
+        else blocked
+    )
     torch.manual_seed(0)
-    mha = nn.MultiheadAttention(8, 2, bias=bias, batch_first=batch_first)
+    mha = nn.MultiheadAttention(
+        d_model, n_head, bias=bias, batch_first=batch_first
+    )
     mha = mha.double().eval()
-    x = randn(1, 4, 8) if batch_first else randn(4, 1, 8)
+    x = randn(1, 4, d_model) if batch_first else randn(4, 1, d_model)
     with torch.no_grad(), counting_fast_path() as calls:
-        y, _ = mha(x, x, x, attn_mask=full_row, need_weights=need_weights)
+        y, _ = mha(x, x, x, attn_mask=attn_mask, need_weights=need_weights)
     row = y[0, 1] if batch_first else y[1, 0]
-    out_bias = (
-        mha.out_proj.bias if bias else torch.zeros(8, dtype=torch.float64)
+    out_bias = mha.out_proj.bias if bias else torch.zeros_like(row)
+    return {
+        "batch_first": batch_first,
+        "bias": bias,
+        "need_weights": need_weights,
+        "mask": "float" if float_mask else "bool",
+        "n_head": n_head,
+        "fast_path": bool(calls),
+        "row": "NaN"
+        if bool(row.isnan().any())
+        else ("zeros" if bool((row == out_bias).all()) else "other"),
+    }
+
+
+fast_path = [
+    masked_row(*combination)
+    for combination in itertools.product(
+        (True, False), (True, False), (False, True), (False, True)
     )
-    fast_path.append(
-        {
-            "batch_first": batch_first,
-            "bias": bias,
-            "need_weights": need_weights,
-            "fast_path": bool(calls),
-            "row": "NaN"
-            if bool(row.isnan().any())
-            else ("zeros" if bool((row == out_bias).all()) else "other"),
-        }
-    )
+]
 print(*fast_path, sep="\n")
 fast_path = glue.value("mha_fast_path", fast_path)
+# the fast path's layer, then one condition broken at a time
+one_change = {
+    "none": masked_row(True, True, False, False),
+    "batch_first": masked_row(False, True, False, False),
+    "bias": masked_row(True, False, False, False),
+    "float_mask": masked_row(True, True, False, True),
+    "odd_heads": masked_row(True, True, False, False, n_head=3),
+    "need_weights": masked_row(True, True, True, False),
+}
+one_change = glue.value("mha_one_change", one_change)
 glue.value(
     "mha_fast_summary",
     {
@@ -443,26 +510,47 @@ glue.value(
         ),
     },
 )
+
+
+def answer(r):
+    return "zeros (the output bias)" if r["row"] == "zeros" else r["row"]
+
+
 glue.table(
     "conventions-mha-eval",
-    [
-        "`batch_first`",
-        "`bias`",
-        "`need_weights`",
-        "fused fast path",
-        "fully masked row",
-    ],
+    ["the layer", "fast path", "masked row"],
     [
         [
-            f"`{r['batch_first']}`",
-            f"`{r['bias']}`",
-            f"`{r['need_weights']}`",
+            label,
+            "yes" if one_change[key]["fast_path"] else "no",
+            answer(one_change[key]),
+        ]
+        for key, label in (
+            ("none", "every condition holds"),
+            ("batch_first", "`batch_first=False`"),
+            ("bias", "`bias=False`"),
+            ("float_mask", "a float mask"),
+            ("odd_heads", "3 heads"),
+            ("need_weights", "`need_weights=True`"),
+        )
+    ],
+    "lll",
+)
+glue.table(
+    "conventions-mha-eval-all",
+    ["masked row", "fast path", "`batch_first`", "`bias`", "weights", "mask"],
+    [
+        [
+            answer(r),
             "yes" if r["fast_path"] else "no",
-            "zeros (y = the output bias)" if r["row"] == "zeros" else r["row"],
+            "yes" if r["batch_first"] else "no",
+            "yes" if r["bias"] else "no",
+            "yes" if r["need_weights"] else "no",
+            r["mask"],
         ]
         for r in fast_path
     ],
-    "lllll",
+    "llllll",
 )
 
 # %% [markdown]
@@ -502,29 +590,33 @@ polarity = glue.value(
 )
 
 # %% [markdown]
-# ## The sliding window's four definitions
+# ## The sliding window: W keys, or W keys back
 #
 # Hugging Face's `sliding_window` $W$ (a query sees itself and $W - 1$
 # keys before it, `kv > q - W`) in the terms of flash-attn
 # (`window_size=(left, right)`), JAX (`local_window_size=(left, right)`)
-# and attention-gym (`q - kv <= W` with causal). Each library's own rule,
-# at the converted value, gives `torch_ref.sliding_window_mask`; HF's
-# $W$ passed unconverted to the others lets each query see one key more.
+# and attention-gym (`q - kv <= W` with causal). Each library's rule as
+# its source states it, at the converted value, gives
+# `torch_ref.sliding_window_mask`; Hugging Face's $W$ passed unconverted
+# lets each query that has one read one key more, and so does Mistral's
+# reference prefill mask, `triu(tril(ones), diagonal=-sliding_window)`.
 
 # %%
-W, T_win = 3, 8
+W, T_win = 3, 6
 pos = torch.arange(T_win)
 ours_window = torch_ref.sliding_window_mask(pos, pos, W)  # True = blocked
 qi, kj = pos[:, None], pos[None, :]
 
 
 def allowed_by(library, value):
-    """Each library's documented rule: True = the key is read."""
+    """Each library's documented rule, Tq = Tk: True = the key is read."""
     if library == "hugging_face":
         return (kj > qi - value) & (kj <= qi)
     if library in ("flash_attn", "jax"):
         left, right = value
         return (kj >= qi - left) & (kj <= qi + right)
+    if library == "mistral_reference":  # its prefill mask
+        return torch.ones(T_win, T_win).tril().triu(-value).bool()
     return (qi - kj <= value) & (qi >= kj)  # attention-gym, with causal
 
 
@@ -540,6 +632,20 @@ for library in conventions.WINDOWS:
         "back": conventions.window_to_hugging_face(value, library),
         "unconverted_extra_keys": extra if library != "hugging_face" else 0,
     }
+mistral = allowed_by("mistral_reference", W)  # sliding_window = W as given
+wide = allowed_by("flash_attn", (W, 0))  # Hugging Face's W, unconverted
+
+
+def window_row(i):
+    """Query i's keys: 1 read, 0 blocked, + read only by the wider count."""
+    return " ".join(
+        "+"
+        if wide[i, j] and ours_window[i, j]
+        else ("1" if wide[i, j] else "0")
+        for j in range(T_win)
+    )
+
+
 windows = glue.value(
     "windows",
     {
@@ -547,29 +653,172 @@ windows = glue.value(
         "T": T_win,
         "keys_seen": int((~ours_window[-1]).sum()),
         "by": windows,
+        "all_same": all(w["same_mask"] for w in windows.values()),
+        "mistral_prefill_keys": int(mistral[-1].sum()),
+        "mistral_is_unconverted": bool(torch.equal(mistral, wide)),
+        "wide_keys": int(wide[-1].sum()),
     },
 )
+glue.table(
+    "conventions-window-grids",
+    ["query", f"{W} keys", f"{W + 1} keys"],
+    [
+        [
+            str(i),
+            "`"
+            + " ".join("0" if b else "1" for b in ours_window[i].tolist())
+            + "`",
+            f"`{window_row(i)}`",
+        ]
+        for i in range(T_win)
+    ],
+    "lll",
+)
+
+# %% [markdown]
+# ## ALiBi's slopes and signs
+#
+# The slopes for 12 heads by `numpy_ref.alibi_slopes` (the paper's
+# code, BLOOM, MPT) and by attention-gym's $2^{-8(h+1)/H}$, and the
+# causal weights each gives on a row of 10 keys with the bias alone
+# ($q \cdot k = 0$). Then the three signs: BLOOM's $m\,j$ and MPT's
+# $m(j - T + 1)$ against ours, $-m(i - j)$, under a causal mask; and
+# flash-attn's symmetric $-m|i - j|$, which agrees with ours under a
+# causal mask and differs without one.
+
+# %%
+n_alibi, t_alibi = 12, 10
+ours12 = numpy_ref.alibi_slopes(n_alibi)  # (H,)
+gym12 = conventions.alibi_slopes_attention_gym(n_alibi)  # (H,)
+head = int(np.argmax(np.abs(ours12 - gym12)))  # the largest difference
+positions10 = np.arange(t_alibi)
+
+
+def alibi_weights(bias, causal=True):
+    """Softmax over the keys of the bias alone, (H, T, T)."""
+    scores = np.broadcast_to(bias, (n_alibi, t_alibi, t_alibi))
+    if causal:
+        scores = np.where(numpy_ref.causal_mask(t_alibi), -np.inf, scores)
+    return numpy_ref.softmax(scores, axis=-1)
+
+
+def largest(a, b):
+    return float(np.abs(a - b).max())
+
+
+ours_bias = numpy_ref.alibi_bias(ours12, positions10, positions10)
+gym_bias = numpy_ref.alibi_bias(gym12, positions10, positions10)
+symmetric = conventions.alibi_bias_symmetric(ours12, positions10, positions10)
+unmasked = {
+    "ours": alibi_weights(ours_bias, causal=False),
+    "symmetric": alibi_weights(symmetric, causal=False),
+}
+later = np.triu(np.ones((t_alibi, t_alibi), dtype=bool), 1)  # j > i
+alibi = glue.value(
+    "alibi",
+    {
+        "n_head": n_alibi,
+        "t": t_alibi,
+        "slope_rule_diff": float(np.abs(ours12 - gym12).max()),
+        "slope_rule_head": head + 1,  # counted from 1, as the paper does
+        "slope_ours": float(ours12[head]),
+        "slope_gym": float(gym12[head]),
+        "rule_weights_diff": largest(
+            alibi_weights(gym_bias), alibi_weights(ours_bias)
+        ),
+        "bloom_vs_ours": largest(
+            alibi_weights(conventions.alibi_bias_key_only(ours12, t_alibi)),
+            alibi_weights(ours_bias),
+        ),
+        "mpt_vs_ours": largest(
+            alibi_weights(conventions.alibi_bias_last_key(ours12, t_alibi)),
+            alibi_weights(ours_bias),
+        ),
+        "symmetric_causal_vs_ours": largest(
+            alibi_weights(symmetric), alibi_weights(ours_bias)
+        ),
+        # query 0 of head 1 without a mask: its weight on the keys after it
+        "unmasked_later_weight": {
+            name: float(w[0, 0][later[0]].sum())
+            for name, w in unmasked.items()
+        },
+    },
+)
+print(alibi)
 
 # %% [markdown]
 # ## The two meanings of "sink"
 #
 # StreamingLLM's sink tokens: the first positions stay visible to every
 # later query of a sliding window (`sliding_window_mask(..., sink_tokens
-# =4)`). gpt-oss's sink: a learned logit per head (`attention(...,
-# sinks=...)`). How many keys the last of 16 queries reads with each.
+# =4)`); how many keys the last of 16 queries reads. gpt-oss's sink: a
+# learned logit $\eta_h$ per head (`attention(..., sinks=...)`), which
+# `conventions.learned_sink_as_key` writes as one more key scored
+# $\eta_h$ with a zero value; the causal mask gets one column of False
+# for it, and plain attention gives the output of `sinks=`.
 
 # %%
 pos16 = torch.arange(16)
 streaming = torch_ref.sliding_window_mask(pos16, pos16, 4, sink_tokens=4)
+q, k, v = (randn(1, 3, 6, 4) for _ in range(3))  # (B, H, T, d)
+eta = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)  # (H,)
+causal6 = torch_ref.causal_mask(6)  # (T, T)
+k_plus, v_plus, sink_bias = conventions.learned_sink_as_key(k, v, eta)
+sink_seen = torch.cat(
+    [causal6, torch.zeros(6, 1, dtype=torch.bool)], dim=-1
+)  # (T, T + 1): the sink's column is never blocked
+as_key, _ = torch_ref.attention(q, k_plus, v_plus, sink_seen, bias=sink_bias)
+with_sinks, _ = torch_ref.attention(q, k, v, causal6, sinks=eta)
 sink_meaning = glue.value(
     "sink_meaning",
     {
         "window": 4,
         "sink_tokens": 4,
+        "t": 16,
         "keys_seen_last": int((~streaming[-1]).sum()),
         "keys_seen_without": int(
             (~torch_ref.sliding_window_mask(pos16, pos16, 4)[-1]).sum()
         ),
+        "sink_as_key": float((as_key - with_sinks).abs().max()),
+    },
+)
+
+# %% [markdown]
+# ## Soft-cap before the mask
+#
+# A causal row of 16 keys, the last 12 masked, with cap 50: ordinary
+# scores (0, then -1), and then every key masked. Masking first turns
+# $-\infty$ into $-50$: the masked keys keep a weight.
+
+# %%
+cap, n_keys, n_masked = 50.0, 16, 12
+row_mask = torch.arange(n_keys) >= n_keys - n_masked  # the last 12 masked
+row = torch.zeros(n_keys, dtype=torch.float64)
+row[1 : n_keys - n_masked] = -1.0  # the other allowed keys
+wrong = conventions.mask_then_softcap(row, row_mask, cap)
+everything = torch.ones(n_keys, dtype=torch.bool)
+emptied = conventions.mask_then_softcap(torch.zeros(n_keys), everything, cap)
+try:
+    torch_ref.attention(
+        torch.zeros(1, 1, 4),
+        torch.zeros(1, n_keys, 4),
+        torch.zeros(1, n_keys, 4),
+        everything[None, None],
+        softcap=cap,
+    )
+    capped_first = "no error"
+except ValueError as error:
+    capped_first = type(error).__name__
+order = glue.value(
+    "order",
+    {
+        "cap": cap,
+        "n_keys": n_keys,
+        "n_masked": n_masked,
+        "leaked": float(wrong[row_mask].sum()),  # on all 12 masked keys
+        "emptied_per_key": float(emptied.max()),
+        "emptied_is_uniform": bool((emptied == emptied[0]).all()),
+        "capped_first": capped_first,
     },
 )
 
@@ -609,7 +858,9 @@ layouts = glue.value(
 # ## The grouped-query head map
 #
 # 8 query heads, 2 key/value heads: consecutive groups (SDPA's
-# `enable_gqa`, Hugging Face's `repeat_kv`, ours) against strided ones.
+# `enable_gqa`, Hugging Face's `repeat_kv`, ours) against strided ones;
+# `repeat_interleave` gives the first, `repeat` (and `np.tile`) the
+# second.
 
 # %%
 consecutive = conventions.kv_head_of(8, 2, "consecutive")
@@ -629,23 +880,91 @@ head_map = glue.value(
             (by_map["consecutive"] - sdpa_gqa).abs().max()
         ),
         "strided_vs_sdpa": float((by_map["strided"] - sdpa_gqa).abs().max()),
+        "repeat_interleave_is_consecutive": bool(
+            torch.equal(k2.repeat_interleave(4, dim=1), k2[:, consecutive])
+        ),
+        "repeat_is_strided": bool(
+            torch.equal(k2.repeat(1, 4, 1, 1), k2[:, strided])
+        ),
     },
 )
 
 # %% [markdown]
-# ## Fill values
+# ## Scale defaults
 #
-# A fully masked row of three scores, as an additive mask with each fill
-# value, softmaxed in float32.
+# The factor on $q \cdot k$ under each convention, at the head size of
+# Gemma 2 27B: $d_\text{model} = 4608$, 32 heads of 128 (Gemma Team,
+# 2024, Table 1), with `query_pre_attn_scalar` $= 4608 / 32 = 144$.
 
 # %%
-scores3 = torch.tensor([[0.5, 1.0, -0.3]])
-all_blocked = torch.ones(1, 3, dtype=torch.bool)
+gemma_d_model, gemma_n_head, gemma_d_head = 4608, 32, 128
+gemma_scalar = gemma_d_model // gemma_n_head  # query_pre_attn_scalar
+scale = {
+    "d_model": gemma_d_model,
+    "n_head": gemma_n_head,
+    "d_head": gemma_d_head,
+    "query_pre_attn_scalar": gemma_scalar,
+    "sqrt": conventions.default_scale(gemma_d_head, "sqrt"),
+    "gemma": conventions.default_scale(gemma_d_head, "gemma", gemma_scalar),
+    "t5": conventions.default_scale(gemma_d_head, "t5"),
+}
+scale["gemma_over_sqrt"] = scale["gemma"] / scale["sqrt"]
+scale = glue.value("scale", scale)
+
+# %% [markdown]
+# ## Fill values
+#
+# A fully masked row as an additive mask with each fill value: the
+# scores $s_1 = (0.5, 1, -0.3)$ in float32 and float64, and
+# $s_2 = (0, 40, 100)$ in float32. A finite fill shifts the row by one
+# constant; the softmax ignores a constant, so what remains is rounding.
+
+# %%
+rows_of_scores = {
+    "s1_float32": ([0.5, 1.0, -0.3], torch.float32),
+    "s1_float64": ([0.5, 1.0, -0.3], torch.float64),
+    "s2_float32": ([0.0, 40.0, 100.0], torch.float32),
+}
 fills = {}
-for fill in ("-inf", "min", -1e9):
-    added = scores3 + conventions.additive_mask(
-        all_blocked, torch.float32, fill
-    )
-    weights = added.softmax(dim=-1)[0]
-    fills[str(fill)] = "NaN" if bool(weights.isnan().any()) else weights
+for name, (values, dtype) in rows_of_scores.items():
+    scores = torch.tensor([values], dtype=dtype)  # (1, 3)
+    own = scores.softmax(dim=-1)[0]  # the blocked scores' own softmax
+    blocked = torch.ones(1, 3, dtype=torch.bool)
+    fills[name] = {}
+    for label, fill in (("-inf", "-inf"), ("min", "min"), ("-1e9", -1e9)):
+        added = scores + conventions.additive_mask(blocked, dtype, fill)
+        weights = added.softmax(dim=-1)[0]
+        nan = bool(weights.isnan().any())
+        fills[name][label] = {
+            "weights": "NaN" if nan else weights,
+            "uniform": not nan and bool((weights == weights[0]).all()),
+            "vs_own": None if nan else float((weights - own).abs().max()),
+        }
+    fills[name]["own"] = own
+print(fills)
 fills = glue.value("fills", fills)
+
+
+def fill_cell(result):
+    if result["weights"] == "NaN":
+        return "NaN"
+    if result["uniform"]:
+        return f"uniform, {fmt(result['weights'][0], 4)}"
+    if result["vs_own"] < 1e-6:
+        return f"its own softmax, to {fmt(result['vs_own'], 2)}"
+    return fmt_list(result["weights"], 2)
+
+
+glue.table(
+    "conventions-fills",
+    ["row", "`-inf`", "`finfo.min`", "`-1e9`"],
+    [
+        [label, *(fill_cell(fills[name][f]) for f in ("-inf", "min", "-1e9"))]
+        for name, label in (
+            ("s1_float32", "$s_1$, float32"),
+            ("s1_float64", "$s_1$, float64"),
+            ("s2_float32", "$s_2$, float32"),
+        )
+    ],
+    "llll",
+)

@@ -442,12 +442,14 @@ def test_figure_text_problems_detects_light_variant_on_dark_page(
     synthetic, tmp_path
 ):
     """Drifted: a notebook page showed the light variant (black labels,
-    transparent) on the dark scheme; the dark variant reads."""
+    transparent) on the dark scheme; the dark variant reads, and so does
+    the light one on a white ground of its own (notebook.css)."""
     (tmp_path / "light.svg").write_text(figure_svg("#1f1f1f"))
     (tmp_path / "dark.svg").write_text(figure_svg("#e3e5ea"))
-    dark_page = "body { background: #1e2129 }"
     page, _, _ = synthetic(
-        '<img src="light.svg" alt="light">', katex=False, css=dark_page
+        '<img id="f" src="light.svg" alt="light">',
+        katex=False,
+        css="body { background: #1e2129 }",
     )
     pagecheck.wait_for_images(page)
     problems = pagecheck.figure_text_problems(page)
@@ -455,17 +457,9 @@ def test_figure_text_problems_detects_light_variant_on_dark_page(
     assert problems[0].startswith(
         "figure text unreadable: light.svg draws its labels in #1f1f1f"
     ), problems
-    page, _, _ = synthetic(
-        '<img src="dark.svg" alt="dark">', katex=False, css=dark_page
-    )
-    pagecheck.wait_for_images(page)
+    page.evaluate("() => { f.style.background = '#fff'; }")
     assert pagecheck.figure_text_problems(page) == []
-    # the light variant on a white ground of its own (notebook.css)
-    page, _, _ = synthetic(
-        '<img src="light.svg" alt="light" style="background:#fff">',
-        katex=False,
-        css=dark_page,
-    )
+    page.evaluate("() => { f.style.background = ''; f.src = 'dark.svg'; }")
     pagecheck.wait_for_images(page)
     assert pagecheck.figure_text_problems(page) == []
 
@@ -476,19 +470,17 @@ def test_code_width_problems_detects_a_cell_narrower_than_79_columns(
     """Drifted: a notebook's code cell beside its prompt shows about 60
     of the package's 79 columns; the text column's full width shows
     them all."""
-    line = "x" * 79
-    code = (
-        '<div class="md-content"><article>'
-        '<pre><code style="display:block;font:13px monospace;'
-        f'width:{{w}}px;overflow-x:auto">{line}</code></pre>'
-        "</article></div>"
+    page, _, _ = synthetic(
+        '<div class="md-content"><article><pre><code id="c" '
+        'style="display:block;font:13px monospace;width:420px;'
+        f'overflow-x:auto">{"x" * 79}</code></pre></article></div>',
+        katex=False,
     )
-    page, _, _ = synthetic(code.format(w=420), katex=False)
     problems = pagecheck.code_width_problems(page)
     assert len(problems) == 1, problems
     assert problems[0].startswith("code block shows ")
     assert problems[0].endswith(f"of 79 columns: {'x' * 50}")
-    page, _, _ = synthetic(code.format(w=700), katex=False)
+    page.evaluate("() => { c.style.width = '700px'; }")
     assert pagecheck.code_width_problems(page) == []
 
 
@@ -509,8 +501,9 @@ def test_title_problems_detects_a_title_unlike_its_nav_entry(synthetic):
         "title 'Going further: tiled attention' differs from its nav "
         "entry 'Tiled attention'"
     ]
-    page, _, _ = synthetic(
-        NAV.format(nav="Tiled attention", h1="Tiled attention"), katex=False
+    page.evaluate(
+        "() => { document.querySelector('h1').firstChild.textContent ="
+        " 'Tiled attention'; }"
     )
     assert pagecheck.title_problems(page) == []
 

@@ -131,7 +131,7 @@ def index_locations(site):
 
 # Words next to formulas on the pages: their results' snippets hold the
 # formulas, as the index has them.
-FORMULA_QUERIES = ["rotation", "softmax", "scale", "gradient", "cache"]
+FORMULA_QUERIES = ["rotation", "softmax", "gradient"]
 RAW_TEX = re.compile(r"\\\(|\\\[|\$\$")
 
 
