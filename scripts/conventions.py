@@ -137,12 +137,7 @@ rope_layer["output_scale"] = float(reference[2].abs().max())
 rope_layer = glue.value("rope_layer", rope_layer)
 glue.table(
     "conventions-rope",
-    [
-        "W_Q, W_K loaded into rotate-half RoPE",
-        "largest score difference",
-        "largest weight difference",
-        "largest output difference",
-    ],
+    ["W_Q, W_K", "scores", "weights", "outputs"],
     [
         [
             label,
@@ -151,10 +146,7 @@ glue.table(
                 for part in ("scores", "weights", "output")
             ),
         ]
-        for key, label in (
-            ("as_is", "as the interleaved checkpoint stores them"),
-            ("reordered", "rows reordered by `interleaved_to_rotate_half`"),
-        )
+        for key, label in (("as_is", "as stored"), ("reordered", "reordered"))
     ],
     "lrrr",
 )
@@ -265,22 +257,19 @@ print("more queries than keys:", causal["more_queries"])
 causal = glue.value("causal", causal)
 glue.table(
     "conventions-causal",
-    ["corner", "query 0 reads", "query 1 reads", "used by"],
+    ["corner", "query 0 reads", "query 1 reads"],
     [
         [
-            "top-left",
-            fmt_list(causal["top_left"]["keys_seen"][0]),
-            fmt_list(causal["top_left"]["keys_seen"][1]),
-            "SDPA `is_causal`",
-        ],
-        [
-            "bottom-right",
-            fmt_list(causal["bottom_right"]["keys_seen"][0]),
-            fmt_list(causal["bottom_right"]["keys_seen"][1]),
-            "flash-attn, `causal_lower_right`",
-        ],
+            label,
+            fmt_list(causal[name]["keys_seen"][0]),
+            fmt_list(causal[name]["keys_seen"][1]),
+        ]
+        for name, label in (
+            ("top_left", "top-left"),
+            ("bottom_right", "bottom-right"),
+        )
     ],
-    "lrrl",
+    "lrr",
 )
 
 # %% [markdown]
@@ -376,35 +365,35 @@ glue.table(
     ["who", "empty rows", "real rows"],
     [
         [
-            "ours, default",
+            "ours",
             f"`{rows['raised']}`" if rows["raised"] else "no error",
             "-",
         ],
         [
-            '`empty_rows="zero"`',
+            'ours, `"zero"`',
             "zeros" if rows["zero_rows_are_zero"] else "not zeros",
-            "= the prompt alone"
+            "= unpadded"
             if rows["real_vs_alone"] == 0
-            else f"the prompt alone, to {fmt(rows['real_vs_alone'], 2)}",
+            else f"unpadded, to {fmt(rows['real_vs_alone'], 2)}",
         ],
         [
-            "SDPA, bool mask",
+            "SDPA",
             "zeros" if rows["sdpa_rows_are_zero"] else "not zeros",
             f"= ours to {fmt(rows['zero_vs_sdpa'], 2)}",
         ],
         [
-            "softmax over `-inf`",
+            "`-inf` softmax",
             outcome(rows["by_hand_nan_rows"]),
-            f"{finite(rows['by_hand_real_finite'])}; layer 2: "
+            f"{finite(rows['by_hand_real_finite'])}; then "
             f"{rows['second_layer_nan_rows_b'][1]} of {t} NaN",
         ],
         [
-            "`nn.MultiheadAttention`, train",
+            "MHA, train",
             outcome(rows["mha_train_nan_rows"]),
             finite(rows["mha_train_real_finite"]),
         ],
         [
-            "`nn.MultiheadAttention`, eval",
+            "MHA, eval",
             outcome(rows["mha_eval_nan_rows"]),
             finite(rows["mha_eval_real_finite"]),
         ],
@@ -513,7 +502,7 @@ glue.value(
 
 
 def answer(r):
-    return "zeros (the output bias)" if r["row"] == "zeros" else r["row"]
+    return r["row"]  # "zeros": the attention is 0, y the output bias
 
 
 glue.table(
@@ -527,18 +516,18 @@ glue.table(
         ]
         for key, label in (
             ("none", "every condition holds"),
-            ("batch_first", "`batch_first=False`"),
-            ("bias", "`bias=False`"),
+            ("batch_first", "sequence first"),
+            ("bias", "no biases"),
             ("float_mask", "a float mask"),
             ("odd_heads", "3 heads"),
-            ("need_weights", "`need_weights=True`"),
+            ("need_weights", "weights returned"),
         )
     ],
     "lll",
 )
 glue.table(
     "conventions-mha-eval-all",
-    ["masked row", "fast path", "`batch_first`", "`bias`", "weights", "mask"],
+    ["row", "fast", "batch first", "bias", "weights", "mask"],
     [
         [
             answer(r),
@@ -949,9 +938,9 @@ def fill_cell(result):
     if result["weights"] == "NaN":
         return "NaN"
     if result["uniform"]:
-        return f"uniform, {fmt(result['weights'][0], 4)}"
-    if result["vs_own"] < 1e-6:
-        return f"its own softmax, to {fmt(result['vs_own'], 2)}"
+        return "uniform"
+    if result["vs_own"] < 1e-6:  # the page gives the difference
+        return "softmax of $s$"
     return fmt_list(result["weights"], 2)
 
 

@@ -328,11 +328,12 @@ def draw_crossover(fig, theme):
         ax.axvline(t, color=theme.muted, linestyle=style)
         ax.annotate(
             f"T = {t:,}\n({kind})",
-            (t, proj[-1]),
+            (t, 0.04),
+            xycoords=("data", "axes fraction"),  # low, clear of the lines
             xytext=(-4 if side == "right" else 4, 0),
             textcoords="offset points",
             ha=side,
-            va="top",
+            va="bottom",
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -645,7 +646,7 @@ for name, n_layer, h, h_kv, dh, context, window in MODELS:
             "model": name,
             "n_layer": n_layer,
             "n_head": h,
-            "cached": f"{h_kv} x {dh}",
+            "cached": f"{h_kv} heads × {dh}",
             "context": context,
             "window": window,
             "per_token": cost.kv_cache_bytes(n_layer, h_kv, dh, 1, 2),
@@ -1090,6 +1091,7 @@ glue.value(
         "per_value": per_value,
         "per_value_total": sum(per_value.values()),
         "per_value_fewest": 4,  # K and V read once, float32
+        "checks_exceed_copy": per_value["elementwise"] > per_value["cat"],
         "step_t": longest,
         "step_mib": moved["decode", longest] / 2**20,
         "step_fewest_mib": cost.bytes_moved(
@@ -1104,13 +1106,15 @@ glue.value(
         / 2**20,
         "prefill": prefill_ops,
         "prefill_last": prefill_ops[-1],
-        "fit_checked": True,
     },
 )
 
 
+MARKERS = {"prefill": "o", "decode": "s", "decode_sdpa": "^"}
+
+
 def draw_roofline(fig, theme):
-    here, share = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
+    here = fig.subplots()
     grid = np.logspace(-1.5, 3.5, 200)  # FLOP/byte
     for c, style in zip(cpu["peak_gflops"], ("-", "--"), strict=False):
         top = cpu["peak_gflops"][c] * 1e9
@@ -1123,28 +1127,22 @@ def draw_roofline(fig, theme):
             linewidth=1.2,
             label=f"roof, {c} thread{'s' if c != '1' else ''}",
         )
-    markers = {"prefill": "o", "decode": "s", "decode_sdpa": "^"}
     for series, (kind, label) in enumerate(KIND_LABEL.items()):
         mine = [p for p in points if p["kind"] == kind]
-        for target, x_of in ((here, "intensity"), (share, "t")):
-            target.plot(
-                [p[x_of] for p in mine],
-                [
-                    p["gflops" if target is here else "share_of_roof"]
-                    for p in mine
-                ],
-                markers[kind] + ("" if target is here else "-"),
-                color=theme.series[series],
-                label=label,
-            )
-    for p in prefill:  # the steps share one intensity: see the right
+        here.plot(
+            [p["intensity"] for p in mine],
+            [p["gflops"] for p in mine],
+            MARKERS[kind],
+            color=theme.series[series],
+            label=label if kind != "prefill" else "prefill (its T)",
+        )
+    for p in prefill:  # each prefill's T; the steps: the next figure
         here.annotate(
-            f"T = {p['t']:,}",
+            f"{p['t']:,}",
             (p["intensity"], p["gflops"]),
-            xytext=(0, -12),
+            xytext=(0, -14),
             textcoords="offset points",
             ha="center",
-            fontsize=8,
         )
     here.axvline(ridge, color=theme.muted, linestyle=":")
     here.set_title("This CPU, float32 (measured)")
@@ -1152,33 +1150,62 @@ def draw_roofline(fig, theme):
     here.set_xlabel("FLOP per byte (log scale)")
     here.set_xscale("log")
     here.set_yscale("log")
-    here.legend(loc="lower right", fontsize=8)
-    share.set_xscale("log", base=2)
-    share.set_ylim(0, 1)
-    share.set_title("Share of the roof")
-    share.set_xlabel("T, or the cache length (log scale)")
-    for ax in (here, share):
-        ax.minorticks_off()  # cheaper to draw; a tick per power
-        ax.grid(True, alpha=0.4)
+    here.minorticks_off()  # cheaper to draw; a tick per power
+    here.grid(True, alpha=0.4)
+    here.legend(loc="upper left")  # above the roof: empty
 
 
 glue.figure(
     "cost-roofline",
     draw_roofline,
-    figsize=(8.4, 3.8),
+    figsize=(7.0, 3.8),
     alt=(
-        "Left, a log-log roofline of this CPU measured in float32: "
-        "attainable GFLOP/s against FLOP per byte, a slanted bandwidth "
-        f"roof meeting the flat compute roof at {ridge:.1f} FLOP/byte; the "
-        "prefill points, labelled with their T, lie at "
+        "A log-log roofline of this CPU measured in float32: attainable "
+        "GFLOP/s against FLOP per byte, a slanted bandwidth roof meeting "
+        f"the flat compute roof at {ridge:.1f} FLOP/byte; the prefill "
+        "points, labelled with their T, lie at "
         f"{prefill[0]['intensity']:.0f} to {prefill[-1]['intensity']:.0f} "
         "FLOP/byte, the decoding steps all at "
-        f"{decode_sdpa[-1]['intensity']:.2f}. Right, the share of the roof "
-        "each call reaches against T or the cache length: the SDPA step "
-        f"between {roofline['sdpa_share'][0]:.2f} and "
+        f"{decode_sdpa[-1]['intensity']:.2f}, the SDPA steps above the "
+        "reference's."
+    ),
+)
+
+
+def draw_share(fig, theme):
+    share = fig.subplots()
+    for series, (kind, label) in enumerate(KIND_LABEL.items()):
+        mine = [p for p in points if p["kind"] == kind]
+        share.plot(
+            [p["t"] for p in mine],
+            [p["share_of_roof"] for p in mine],
+            MARKERS[kind] + "-",
+            color=theme.series[series],
+            label=label,
+        )
+    share.set_xscale("log", base=2)
+    share.set_ylim(0, 1)
+    share.set_title("Share of its roof each call reaches")
+    share.set_ylabel("measured / roof")
+    share.set_xlabel("T of the prefill, or the cache length (log scale)")
+    share.minorticks_off()
+    share.grid(True, alpha=0.4)
+    share.legend(loc="upper left", ncols=3)
+
+
+glue.figure(
+    "cost-roofline-share",
+    draw_share,
+    figsize=(7.0, 3.0),
+    alt=(
+        "The share of its roof each call reaches, against T or the cache "
+        "length: the SDPA step between "
+        f"{roofline['sdpa_share'][0]:.2f} and "
         f"{roofline['sdpa_share'][1]:.2f}, the reference step between "
         f"{roofline['reference_share'][0]:.2f} and "
-        f"{roofline['reference_share'][1]:.2f}."
+        f"{roofline['reference_share'][1]:.2f}, the prefills between "
+        f"{min(p['share_of_roof'] for p in prefill):.2f} and "
+        f"{max(p['share_of_roof'] for p in prefill):.2f}."
     ),
 )
 
@@ -1227,7 +1254,7 @@ def draw_gpu(fig, theme):
     gpu.set_yscale("log")
     gpu.minorticks_off()  # cheaper to draw; a tick per power
     gpu.grid(True, alpha=0.4)
-    gpu.legend(loc="lower right", fontsize=9)
+    gpu.legend(loc="upper left")  # above the roof: empty
 
 
 glue.figure(

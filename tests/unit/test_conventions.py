@@ -1,9 +1,11 @@
-"""RoPE's two pairings, and the weight reorder that bridges them.
+"""The conventions page's translation table, one row at a time.
 
-Meta's Llama code turns adjacent features (2i, 2i + 1) as complex
-numbers; rotate-half (torch_ref.apply_rope) turns (i, i + d/2). After
-the rows of W_Q and W_K are reordered within each head, both give the
-same scores, weights and outputs; without it, neither error nor NaN.
+RoPE's two pairings first: Meta's Llama code turns adjacent features
+(2i, 2i + 1) as complex numbers; rotate-half (torch_ref.apply_rope)
+turns (i, i + d/2). After the rows of W_Q and W_K are reordered within
+each head, both give the same scores, weights and outputs; without it,
+neither error nor NaN. Then the other rows, each held to the libraries
+on either side (torch 2.13, transformers 5.24.0).
 """
 
 import math
@@ -174,6 +176,57 @@ def test_reordered_module_matches_interleaved_module_outputs(gen):
     )
 
 
+def test_transformers_rope_pairs_by_model(gen):
+    """Which pairs each transformers 5.24.0 model turns: its own code."""
+    from transformers.models.cohere import modeling_cohere
+    from transformers.models.deepseek_v3 import modeling_deepseek_v3
+    from transformers.models.glm import modeling_glm
+    from transformers.models.gptj import modeling_gptj
+    from transformers.models.llama import modeling_llama
+
+    q = randn(gen, 1, 2, 5, 8)  # (B, H, T, d)
+    positions = torch.arange(5)
+    d = q.shape[-1]
+    freq = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    angle = positions.double()[:, None] * freq  # (T, d / 2)
+    halves = torch.cat([angle, angle], -1)[None]  # (1, T, d): Llama's
+    pairs = angle.repeat_interleave(2, -1)[None]  # (1, T, d): Cohere's
+    inter = conventions.apply_rope_interleaved(q, positions)
+    half = torch_ref.apply_rope(q, positions)
+    got = {
+        "llama": modeling_llama.apply_rotary_pos_emb(
+            q, q, halves.cos(), halves.sin()
+        )[0],
+        "cohere": modeling_cohere.apply_rotary_pos_emb(
+            q, q, pairs.cos(), pairs.sin()
+        )[0],
+        "glm": modeling_glm.apply_rotary_pos_emb(
+            q, q, halves.cos(), halves.sin()
+        )[0],
+        "gptj": modeling_gptj.apply_rotary_pos_emb(
+            q.transpose(1, 2), angle.sin()[None], angle.cos()[None]
+        ).transpose(1, 2),  # GPT-J's (B, T, H, d)
+        # DeepSeek-V3 turns adjacent pairs and writes them evens first
+        "deepseek_v3": modeling_deepseek_v3.apply_rotary_pos_emb_interleave(
+            q, q, halves.cos(), halves.sin()
+        )[0],
+    }
+    np.testing.assert_allclose(got["llama"], half, **TOL64)
+    for model in ("cohere", "glm", "gptj"):
+        np.testing.assert_allclose(got[model], inter, **TOL64)
+    order = [0, 2, 4, 6, 1, 3, 5, 7]  # interleaved_to_rotate_half's
+    np.testing.assert_allclose(got["deepseek_v3"], inter[..., order], **TOL64)
+    np.testing.assert_allclose(
+        got["deepseek_v3"],
+        torch_ref.apply_rope(q[..., order], positions),
+        **TOL64,
+    )
+    # the name does not say it: Cohere's rotate_half pairs neighbours
+    x = torch.arange(8.0)
+    assert modeling_cohere.rotate_half(x).tolist()[:2] == [-1.0, 0.0]
+    assert modeling_llama.rotate_half(x).tolist()[:2] == [-4.0, -5.0]
+
+
 @pytest.mark.parametrize(
     ("shape", "n_head", "words"),
     [
@@ -218,17 +271,20 @@ def test_interleaved_to_rotate_half_takes_a_numpy_weight(gen, kind):
 
 
 def test_causal_query_positions_give_both_corners():
-    for align in ("top_left", "bottom_right"):
-        q_pos = conventions.causal_query_positions(3, 5, align)
-        got = torch_ref.causal_mask_for_positions(q_pos, torch.arange(5))
-        assert torch.equal(got, torch_ref.causal_mask(3, 5, align=align))
-    assert conventions.causal_query_positions(
-        3, 5, "bottom_right"
-    ).tolist() == [
-        2,
-        3,
-        4,
-    ]
+    for tq, tk in ((3, 5), (2, 5), (5, 2)):
+        for align in ("top_left", "bottom_right"):
+            q_pos = conventions.causal_query_positions(tq, tk, align)
+            got = torch_ref.causal_mask_for_positions(q_pos, torch.arange(tk))
+            assert torch.equal(got, torch_ref.causal_mask(tq, tk, align=align))
+    positions = conventions.causal_query_positions(3, 5, "bottom_right")
+    assert positions.tolist() == [2, 3, 4]
+    # flash-attn's README, causal=True (1 = keep): bottom-right
+    readme = {(2, 5): [[1, 1, 1, 1, 0], [1, 1, 1, 1, 1]]}
+    readme[(5, 2)] = [[0, 0], [0, 0], [0, 0], [1, 0], [1, 1]]
+    for (tq, tk), keep in readme.items():
+        q_pos = conventions.causal_query_positions(tq, tk, "bottom_right")
+        blocked = torch_ref.causal_mask_for_positions(q_pos, torch.arange(tk))
+        assert (~blocked).int().tolist() == keep
 
 
 def test_rows_without_keys_lists_the_empty_rows():
@@ -270,6 +326,45 @@ def test_mask_polarity_of_multihead_attention_is_ours(gen):
     assert (weights[0][mask] == 0).all()
 
 
+def fused_calls_and_row(mask, **options):
+    """nn.MultiheadAttention in eval, query 1 blocked: fused calls, row."""
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(8, 2, **options).double().eval()
+    batch_first = options.get("batch_first", False)
+    x = torch.ones(1, 4, 8) if batch_first else torch.ones(4, 1, 8)
+    x = x.double()
+    calls, fused = [], torch._native_multi_head_attention
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return fused(*args, **kwargs)
+
+    torch._native_multi_head_attention = counted
+    try:
+        with torch.no_grad():
+            y, _ = mha(x, x, x, attn_mask=mask, need_weights=False)
+    finally:
+        torch._native_multi_head_attention = fused
+    row = y[0, 1] if batch_first else y[1, 0]
+    return len(calls), row - mha.out_proj.bias  # 0 where attention is 0
+
+
+def test_multihead_attention_fast_path_needs_a_boolean_mask():
+    blocked = torch.zeros(4, 4, dtype=torch.bool)
+    blocked[1] = True  # query 1 reads no key
+    additive = torch.zeros(4, 4, dtype=torch.float64)
+    additive = additive.masked_fill(blocked, -math.inf)
+    calls, row = fused_calls_and_row(blocked, batch_first=True)
+    assert calls == 1 and row.isnan().all()  # fused: NaN
+    for mask, options in (
+        (additive, {"batch_first": True}),  # a float mask: no fast path
+        (blocked, {}),  # batch_first=False, the default
+    ):
+        calls, row = fused_calls_and_row(mask, **options)
+        assert calls == 0
+        assert (row == 0).all()  # through SDPA: zeros
+
+
 def test_window_conversions_follow_each_librarys_rule():
     from transformers.masking_utils import sliding_window_overlay
 
@@ -294,6 +389,28 @@ def test_window_conversions_follow_each_librarys_rule():
             value = conventions.window_from_hugging_face(window, library)
             back = conventions.window_to_hugging_face(value, library)
             assert back == window
+        # Mistral's reference prefill, triu(tril(ones), -sliding_window),
+        # counts like attention-gym
+        mistral = torch.ones(9, 9).tril().triu(-gym).bool()
+        assert torch.equal(~mistral, ours)
+
+
+def test_window_conversion_is_transformers_own_for_flash_attn():
+    import collections
+
+    from transformers.modeling_flash_attention_utils import (
+        _process_flash_attention_kwargs,
+    )
+
+    supports = collections.defaultdict(bool, window_size=True)
+    for window in (2, 3, 5):
+        kwargs = _process_flash_attention_kwargs(
+            9, 9, True, sliding_window=window, supports_mapping=supports
+        )
+        left, _ = kwargs["window_size"]  # causal=True drops the right
+        assert kwargs["causal"] is True
+        ours = conventions.window_from_hugging_face(window, "flash_attn")
+        assert (left, 0) == ours
 
 
 @pytest.mark.parametrize(
@@ -396,6 +513,10 @@ def test_kv_head_of_consecutive_is_sdpas_map(gen):
     strided = conventions.kv_head_of(6, 2, "strided")
     assert strided.tolist() == [0, 1, 0, 1, 0, 1]
     assert torch.equal(k.repeat(1, 3, 1, 1), k[:, strided])  # x.repeat
+    from transformers.models.llama.modeling_llama import repeat_kv
+
+    assert torch.equal(repeat_kv(k, 3), k[:, heads])  # consecutive
+    assert torch.equal(k.repeat_interleave(3, dim=1), k[:, heads])
     with pytest.raises(ValueError, match="layout must be one of"):
         conventions.kv_head_of(6, 2, "interleaved")
 
@@ -422,7 +543,7 @@ def test_default_scale_matches_the_libraries():
         conventions.default_scale(8, "gemma", -1.0)
 
 
-def test_additive_mask_fills_an_empty_row():
+def test_additive_mask_finite_fill_keeps_the_rows_softmax():
     mask = torch.tensor([[False, True], [True, True]])
     scores = torch.tensor([[0.3, 2.0], [0.3, 2.0]])
     for fill, empty_row in (("-inf", "nan"), ("min", "uniform")):
@@ -433,5 +554,18 @@ def test_additive_mask_fills_an_empty_row():
             assert weights[1].isnan().all()
         else:
             assert weights[1].tolist() == [0.5, 0.5]
+    # -1e9 drowns small float32 scores (spacing 64 at 1e9) but not
+    # float64 ones: there the emptied row is the softmax of its scores
+    blocked = torch.ones(1, 3, dtype=torch.bool)
+    row = torch.tensor([[0.5, 1.0, -0.3]], dtype=torch.float64)
+    for dtype, uniform in ((torch.float32, True), (torch.float64, False)):
+        added = row.to(dtype) + conventions.additive_mask(blocked, dtype, -1e9)
+        weights = added.softmax(dim=-1)
+        if uniform:
+            assert (weights == weights[0, 0]).all()
+        else:
+            np.testing.assert_allclose(
+                weights, row.softmax(dim=-1), rtol=1e-7, atol=0
+            )
     with pytest.raises(ValueError, match=r"does not fit torch\.float16"):
         conventions.additive_mask(mask, torch.float16, -1e9)

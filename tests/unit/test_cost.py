@@ -348,6 +348,43 @@ def test_kv_cache_bytes_equal_the_cache_tensors(b, n_kv, d_head, chunks):
     assert held == b * per_sequence
 
 
+@pytest.mark.parametrize(
+    ("window", "chunks"), [(3, [5, 1, 1]), (6, [2, 1, 1]), (1, [4, 1])]
+)
+def test_kv_cache_bytes_with_a_window_equal_the_rolling_cache(window, chunks):
+    # the rolling cache keeps the last window - 1 positions (or fewer)
+    b, n_head, n_kv, d_head = 2, 4, 2, 3
+    module = _module(n_head * d_head, n_head, n_kv, bias=False)
+    cache = kv_cache.RollingKVCache(window)
+    with torch.no_grad():
+        for n in chunks:
+            x = torch.randn(b, n, module.d_model)
+            kv_cache.rolling_step(module, cache, x)
+    held = cache.keys.nbytes + cache.values.nbytes
+    per_sequence = cost.kv_cache_bytes(
+        1, n_kv, d_head, sum(chunks), 4, window=window
+    )
+    assert held == b * per_sequence
+
+
+@pytest.mark.slow
+def test_kv_cache_bytes_with_a_window_equal_hugging_face_sliding_layer():
+    # transformers 5.24.0: a sliding_window config caches in a
+    # DynamicSlidingWindowLayer, which keeps sliding_window - 1 tokens
+    cache_utils = pytest.importorskip("transformers.cache_utils")
+    window, b, n_kv, d_head = 5, 2, 3, 4
+    layer = cache_utils.DynamicSlidingWindowLayer(sliding_window=window)
+    seen = 0
+    for n in (3, 1, 4, 1, 1):
+        k = torch.randn(b, n_kv, n, d_head)
+        layer.update(k, torch.randn_like(k))
+        seen += n
+        held = layer.keys.nbytes + layer.values.nbytes
+        assert held == b * cost.kv_cache_bytes(
+            1, n_kv, d_head, seen, 4, window=window
+        )
+
+
 def _saved_bytes(run, keep_out):
     """Bytes autograd keeps for the backward: each storage once, counted
     only while a node still holds it (a node freed during the forward
@@ -410,6 +447,20 @@ def test_saved_activation_bytes_without_weights_keep_float32_statistics():
     )
 
 
+def test_saved_activation_bytes_in_bfloat16_are_not_what_the_reference_keeps():
+    # the reference computes bf16 in float32: its Q, K, V and A stay
+    # float32, only X and the heads are bf16; the formula at 2 bytes a
+    # value is a kernel that keeps everything in bf16
+    b, t, n_head, d_model = 2, 6, 2, 8
+    module = _module(d_model, n_head, None, False, dtype=torch.bfloat16)
+    params = {p.untyped_storage().data_ptr() for p in module.parameters()}
+    x = torch.randn(b, t, d_model, dtype=torch.bfloat16, requires_grad=True)
+    kept = _saved_bytes(lambda: module(x)[0], params)
+    in_float32 = cost.saved_activation_bytes(b, t, d_model, n_head, 4)
+    assert kept == in_float32 - 2 * b * t * d_model * 2  # X, heads: bf16
+    assert kept > cost.saved_activation_bytes(b, t, d_model, n_head, 2)
+
+
 @pytest.mark.parametrize(
     ("b", "tq", "tk", "cached", "cross"),
     [(1, 6, 6, False, False), (2, 3, 7, False, True), (2, 1, 9, True, False)],
@@ -467,6 +518,19 @@ def test_arithmetic_intensity_of_decoding_stays_flat_while_prefill_grows():
     assert prefills[1] > prefills[0]
 
 
+def test_arithmetic_intensity_of_a_grouped_step_tends_to_the_group():
+    # each cached value serves G query heads: a long cache's step does
+    # G FLOPs per byte in bf16 (Llama 3 8B: G = 4), against 1 for MHA
+    shape = {"d_model": 4096, "n_head": 32, "n_kv_head": 8}
+    steps = [
+        cost.arithmetic_intensity(1, 1, t, **shape, cached=True)
+        for t in (1, 4096, 2**22)
+    ]
+    assert steps[0] == pytest.approx(1, rel=1e-3)
+    assert steps[0] < steps[1] < steps[2] < 4
+    assert steps[2] == pytest.approx(4, rel=0.01)
+
+
 BAD_SIZES = [0, -3, 2.5, 4.0, "8", True, None]
 
 
@@ -486,6 +550,7 @@ BAD_SIZES = [0, -3, 2.5, 4.0, "8", True, None]
         (cost.arithmetic_intensity, {}, "n_kv_head"),
         (cost.kv_cache_bytes, {}, "tokens"),
         (cost.kv_cache_bytes, {}, "n_layer"),
+        (cost.kv_cache_bytes, {}, "window"),
         (cost.saved_activation_bytes, {}, "t"),
         (cost.saved_activation_bytes, {}, "d_model"),
     ],
@@ -493,7 +558,7 @@ BAD_SIZES = [0, -3, 2.5, 4.0, "8", True, None]
 def test_cost_refuses_a_size_that_is_not_a_positive_int(
     func, kwargs, argument, bad
 ):
-    if bad is None and argument in ("n_kv_head", "d_head"):
+    if bad is None and argument in ("n_kv_head", "d_head", "window"):
         return  # None is their default
     args = {
         cost.kv_cache_bytes: {
