@@ -1,14 +1,21 @@
 """A built site on 127.0.0.1, for a headless Chromium to visit.
 
-Shared by the benchmarks (bench/reading.py) and the browser tests
-(tests/browser/conftest.py).
+Shared by the benchmarks (bench/reading.py, bench/weight.py) and the
+browser tests (tests/browser/conftest.py). Text files (HTML, CSS,
+JavaScript, JSON, SVG) go out gzip-compressed to a browser that asks for
+it, as the site's host (GitHub Pages) sends them, so what a page
+transfers here is what a reader downloads.
 """
 
 import contextlib
 import functools
+import gzip
 import http.server
+import os
 import sys
 import threading
+
+COMPRESSED = (".html", ".css", ".js", ".mjs", ".json", ".svg", ".ipynb")
 
 # Headless Chromium that never phones home; the profile is a fresh one
 # (Playwright makes a temporary user-data-dir for each launch).
@@ -36,6 +43,41 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
     }
 
     def log_message(self, format, *args):
+        pass
+
+    def send_head(self):
+        """A text file compressed when the browser accepts gzip."""
+        path = self.translate_path(self.path)
+        if os.path.isdir(path):
+            if not self.path.split("?", 1)[0].endswith("/"):
+                return super().send_head()  # its redirect to "path/"
+            path = os.path.join(path, "index.html")
+        accepts = "gzip" in self.headers.get("Accept-Encoding", "")
+        if not (accepts and path.endswith(COMPRESSED)):
+            return super().send_head()
+        if not os.path.isfile(path):
+            return super().send_head()  # redirects and 404s as usual
+        with open(path, "rb") as file:
+            body = gzip.compress(file.read(), compresslevel=6, mtime=0)
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(path))
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return _Body(body)
+
+
+class _Body:
+    """The compressed bytes, read by SimpleHTTPRequestHandler's copy."""
+
+    def __init__(self, body):
+        self.body = body
+
+    def read(self, *_):
+        body, self.body = self.body, b""
+        return body
+
+    def close(self):
         pass
 
 

@@ -6,9 +6,8 @@
 
 Every page of the built site, each in a fresh Chromium context (a cold
 cache) at 1280 x 900, served by the bench's own server
-(bench/site_server.py), which sends each file as it is: no compression,
-as ``python -m http.server`` and the browser tests serve it (a host
-that gzips sends about a third of it). A first view is every response
+(bench/site_server.py), which gzips text files as GitHub Pages, the
+site's host, does: the bytes are what a reader's browser transfers. A first view is every response
 from the navigation until the load event, and those still in flight
 then, without a scroll or a click: what a reader who opens the page
 waits for. Its bytes are the body and headers of each response.

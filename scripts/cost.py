@@ -819,9 +819,13 @@ for kind, (batch, t, decode, (d, h, h_kv)) in GPU_POINTS.items():
     intensity = cost.arithmetic_intensity(
         batch, 1 if decode else t, t, d, h, h_kv, 2, cached=decode
     )
+    label = (f"step, cache of {t:,}" if decode else f"prefill of {t:,}") + (
+        f", {batch} sequences" if batch > 1 else ""
+    )
     gpu_points.append(
         {
             "kind": kind,
+            "label": label + (", Llama 3 8B" if h_kv != h else ""),
             "t": t,
             "batch": batch,
             "intensity": intensity,
@@ -1227,7 +1231,7 @@ def draw_gpu(fig, theme):
             p["bound_tflops"],
             "os^D"[series],
             color=theme.series[series],
-            label=f"{p['kind']}, T = {p['t']:,}",
+            label=p["label"],
         )
     if gpu_measured["present"]:  # the lent GPU's own roof and points
         top = gpu_measured["peak_tflops"] * 1e12
@@ -1254,13 +1258,13 @@ def draw_gpu(fig, theme):
     gpu.set_yscale("log")
     gpu.minorticks_off()  # cheaper to draw; a tick per power
     gpu.grid(True, alpha=0.4)
-    gpu.legend(loc="upper left")  # above the roof: empty
+    fig.legend(loc="outside lower center", ncols=2)  # clear of the roof
 
 
 glue.figure(
     "cost-roofline-gpu",
     draw_gpu,
-    figsize=(7.0, 3.6),
+    figsize=(7.0, 4.2),
     alt=(
         f"A log-log roofline of the {spec['name']} from its specifications: "
         f"the ridge at {gpu_ridge:.0f} FLOP/byte, a prefill of Llama 2 7B's "

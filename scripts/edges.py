@@ -5,23 +5,26 @@
 # version: ours raises and names the row (and so do the NumPy reference
 # and both tiled passes), unless told `empty_rows="zero"`, which returns
 # zeros as SDPA does; a $-\infty$ fill with a plain softmax returns NaN,
-# and a $-10^9$ fill returns the plain mean of all the values. Each
+# whether `masked_fill` writes it or an additive mask adds it, and a
+# $-10^9$ fill returns the plain mean of all the values. Each
 # backpropagates a loss that ignores that row, as the loss of a padding
-# query is ignored; `grad_summary` counts the NaN entries of the
-# gradients. Block a different row, or only some of its keys, and
-# rerun: with one allowed key left, all of them agree.
+# query is ignored; `grad_summary` counts the NaN entries of dQ, dK and
+# dV. Block a different row, or only some of its keys, and rerun: with
+# one allowed key left, all of them agree.
 
 # %%
 import contextlib
 import math
+import statistics as stats
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import glue
 from mha_ref import numpy_ref, pitfalls, tiled, torch_ref
 
-fmt, fmt_list = glue.fmt, glue.fmt_list
+fmt = glue.fmt
 glue.value("torch", torch.__version__)
 T, d_head = 3, 4
 blocked_row = 1
@@ -89,11 +92,21 @@ masked["ours"]["also_raise"] = [
 
 
 def plain(fill):
-    """Attention with the blocked scores filled with ``fill``."""
+    """Attention with the blocked scores overwritten with ``fill``."""
 
     def run(q, k, v):
         s = q @ k.transpose(-2, -1) / math.sqrt(d_head)  # (1, 1, T, T)
         return s.masked_fill(mask, fill).softmax(dim=-1) @ v
+
+    return run
+
+
+def additive(fill):
+    """Attention with ``fill`` added to the blocked scores."""
+
+    def run(q, k, v):
+        s = q @ k.transpose(-2, -1) / math.sqrt(d_head)  # (1, 1, T, T)
+        return (s + torch.where(mask, fill, 0.0)).softmax(dim=-1) @ v
 
     return run
 
@@ -108,6 +121,7 @@ runs = {
     )[0],
     "fill_1e9": plain(-1e9),
     "fill_inf": plain(-math.inf),
+    "add_inf": additive(-math.inf),
 }
 upstream = torch.ones(1, 1, T, d_head)  # dL/dO
 upstream[..., blocked_row, :] = 0  # the loss ignores the masked row
@@ -131,17 +145,52 @@ for name, run in runs.items():
     }
 print(f"{'mean of v':<10}: {v[0, 0].mean(dim=0).numpy().round(3)}")
 sdpa_out = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)
+with sdpa_kernel([SDPBackend.MATH]):  # SDPA's math backend
+    sdpa_math = F.scaled_dot_product_attention(q, k, v, attn_mask=~mask)
+masked["sdpa"]["math_row"] = classify(sdpa_math[0, 0, blocked_row], v[0, 0])
 ours_zero, _ = torch_ref.attention(q, k, v, mask, empty_rows="zero")
 masked["ours_zero"]["vs_sdpa"] = float((ours_zero - sdpa_out).abs().max())
+
+row_text = {
+    "nan": "NaN",
+    "zeros": "zeros",
+    "mean": "mean of all values",
+    "bias": "zeros",  # y = the output bias alone: the attention row was 0
+    "other": "finite",
+}
+labels = {
+    "ours": "`torch_ref.attention`",
+    "ours_zero": '`empty_rows="zero"`',
+    "sdpa": "SDPA",
+    "fill_1e9": "`masked_fill(mask, -1e9)`",
+    "fill_inf": "`masked_fill(mask, -inf)`",
+    "add_inf": "`s + where(mask, -inf, 0)`",
+}
+rows = []
+for key, label in labels.items():
+    r = masked[key]
+    if r["raises"]:
+        rows.append(["raises ValueError", "-", label])
+    else:
+        nan_each = ", ".join(str(n) for n in r["nan_each"])
+        rows.append([row_text[r["row"]], nan_each, label])
+entries = masked["sdpa"]["entries_each"][0]  # dQ, dK, dV: T * d_head each
+glue.table(
+    "edges-masked-row",
+    ["the row's output", f"NaN in dQ, dK, dV (of {entries} each)", "code"],
+    rows,
+    "lcl",
+)
 
 # %% [markdown]
 # ## The same row through `nn.MultiheadAttention`
 #
 # Our layer with an output bias, and the library's module with the same
-# weights (`torch_ref.library_version`), in training and in eval mode,
-# each with `need_weights=False` and with its default `need_weights=True`.
-# In eval mode with `need_weights=False` the module takes its fused
-# fast path: `counting_fast_path` counts the calls to it. When the
+# weights (`torch_ref.library_version`), in training and in eval mode
+# (under `torch.no_grad()`), each with `need_weights=False` and with its
+# default `need_weights=True`. `counting_fast_path` counts the calls to
+# the module's fused kernel (its fast path): in eval mode this layer
+# meets every condition of it, whatever `need_weights`. When the
 # attention row is zeros, the output is the bias alone.
 
 
@@ -187,7 +236,7 @@ torch.manual_seed(0)
 module = torch_ref.MultiHeadAttention(d_model, n_head, bias=True)
 with torch.no_grad():  # a visible output bias: y = bias when A = 0
     module.wo.bias.copy_(torch.randn(d_model))
-library = torch_ref.library_version(module)
+library = torch_ref.library_version(module)  # batch_first=True, biases
 x = torch.randn(1, T, d_model)
 bias = module.wo.bias.detach()
 try:
@@ -201,89 +250,73 @@ for name, need_weights in (("mha_train", False), ("mha_train_weights", True)):
     library.train()
     library.zero_grad(set_to_none=True)
     leaf = x.clone().requires_grad_()
-    y, _ = library(leaf, leaf, leaf, attn_mask=mask, need_weights=need_weights)
+    with counting_fast_path() as calls:
+        y, _ = library(
+            leaf, leaf, leaf, attn_mask=mask, need_weights=need_weights
+        )
     y.backward(upstream)
     grads = [leaf.grad] + [p.grad for p in library.parameters()]
     masked[name] = module_result(y, bias, grads)
+    masked[name]["fast_path_calls"] = len(calls)
 library.eval()
-with torch.no_grad(), counting_fast_path() as calls:
-    y, _ = library(x, x, x, attn_mask=mask, need_weights=False)
-masked["mha_eval"] = module_result(y, bias, None)
-masked["mha_eval"]["fast_path_calls"] = len(calls)
-with torch.no_grad(), counting_fast_path() as calls:
-    y, _ = library(x, x, x, attn_mask=mask)  # need_weights=True
-masked["mha_eval_weights"] = module_result(y, bias, None)
-masked["mha_eval_weights"]["fast_path_calls"] = len(calls)
+for name, need_weights in (("mha_eval", False), ("mha_eval_weights", True)):
+    with torch.no_grad(), counting_fast_path() as calls:
+        y, _ = library(x, x, x, attn_mask=mask, need_weights=need_weights)
+    masked[name] = module_result(y, bias, None)
+    masked[name]["fast_path_calls"] = len(calls)
 for name, r in masked.items():
     print(f"{name:<18}: {'raises' if r['raises'] else r['row']}")
 glue.value("masked", masked)
-
-row_text = {
-    "nan": "NaN",
-    "zeros": "zeros",
-    "mean": "the mean of all values (uniform weights)",
-    "bias": "zeros (y = the output bias alone)",
-    "other": "finite",
-}
+glue.value(
+    "masked_other_rows_nan",
+    any(r.get("others_nan", False) for r in masked.values()),
+)
 
 
-def grads_text(r):
-    if not r.get("grad"):
-        return "none: runs without autograd"
-    if r["nan"]:
-        return f"{r['nan']} of {r['entries']} NaN"
-    text = f"all {r['entries']} finite"
-    if "masked_row_dq_max" in r:
-        text += f"; that row's dq: {fmt(r['masked_row_dq_max'], 2)}"
+def mha_cell(r):
+    """The row's output, the path taken, the gradients' NaN count."""
+    text = row_text[r["row"]]
+    if r["fast_path_calls"]:
+        text += ", fast path"
+    if r["grad"]:
+        text += (
+            f"; {r['nan']} of {r['entries']} grads NaN"
+            if r["nan"]
+            else "; grads finite"
+        )
     return text
 
 
-labels = {
-    "ours": "`torch_ref.attention` (and the whole module)",
-    "ours_zero": '`torch_ref.attention(..., empty_rows="zero")`',
-    "sdpa": "`F.scaled_dot_product_attention`",
-    "mha_train": "`nn.MultiheadAttention`, train, need_weights=False",
-    "mha_train_weights": (
-        "`nn.MultiheadAttention`, train, need_weights=True (default)"
-    ),
-    "mha_eval": "`nn.MultiheadAttention`, eval, need_weights=False "
-    "(fast path)",
-    "mha_eval_weights": (
-        "`nn.MultiheadAttention`, eval, need_weights=True (default)"
-    ),
-    "fill_1e9": "`masked_fill(mask, -1e9)`, then softmax",
-    "fill_inf": "`masked_fill(mask, -inf)`, then softmax",
-}
-rows = []
-for key, label in labels.items():
-    r = masked[key]
-    if r["raises"]:
-        rows.append([label, "raises ValueError", "-", "-"])
-    else:
-        others = "yes" if r["others_nan"] else "no"
-        rows.append([label, row_text[r["row"]], others, grads_text(r)])
 glue.table(
-    "edges-masked-row",
+    "edges-mha",
+    ["need_weights", "False", "True (default)"],
     [
-        "implementation",
-        "output of the fully masked row",
-        "NaN in other rows",
-        "gradients (loss ignores that row)",
+        [
+            "train",
+            mha_cell(masked["mha_train"]),
+            mha_cell(masked["mha_train_weights"]),
+        ],
+        [
+            "eval, no_grad",
+            mha_cell(masked["mha_eval"]),
+            mha_cell(masked["mha_eval_weights"]),
+        ],
     ],
-    rows,
-    "llcl",
+    "lll",
 )
 
 # %% [markdown]
 # ## Fill values in float16 and bfloat16
 #
-# One row of scores, key 1 blocked (`partial`) or every key blocked
-# (`full`), with five ways of blocking, softmaxed in each dtype. The
-# results are kept as float64: NumPy has no bfloat16. Try another fill.
+# One row of scores, with six ways of blocking, softmaxed in each dtype:
+# key 0 blocked (the largest score, so a fill that fails shows), or all
+# three keys blocked. The results are kept as float64: NumPy has no
+# bfloat16. Then two additive `finfo.min` masks, padding and causal,
+# over a left-padded sequence. Try another fill.
 
 # %%
 fill_scores = glue.value("fill_scores", [2.0, -30.0, 1.0])
-partial = torch.tensor([False, True, False])  # key 1 blocked
+one = torch.tensor([True, False, False])  # key 0, the largest score
 full = torch.ones(3, dtype=torch.bool)  # every key blocked
 fills = {}
 for dtype in (torch.float16, torch.bfloat16):
@@ -300,58 +333,93 @@ for dtype in (torch.float16, torch.bfloat16):
             s + torch.where(m, low, zero) + torch.where(m, low, zero)
         ),
         "fill_1e9": lambda m, s=s: s.masked_fill(m, -1e9),
+        "fill_1e6": lambda m, s=s: s.masked_fill(m, -1e6),
     }
     rows = {}
     for name, method in methods.items():
         try:
             rows[name] = {
-                "partial_scores": method(partial).double(),
-                "partial_weights": method(partial).softmax(-1).double(),
+                "one_weight": float(method(one).softmax(-1)[0]),
                 "full_scores": method(full).double(),
                 "full_weights": method(full).softmax(-1).double(),
             }
         except RuntimeError as error:
             rows[name] = {"error": str(error)}
+    third = torch.tensor(1 / 3, dtype=dtype)  # the dtype's nearest to 1/3
     fills[str(dtype).removeprefix("torch.")] = {
         "min": float(low),
         "min_plus_score": float(low + s[1]),  # finfo.min + (-30)
         "min_plus_min": float(low + low),
+        "unmasked_weight": float(s.softmax(-1)[0]),  # key 0, no mask
+        "third": float(third),
+        "three_thirds": 3 * float(third),
         "rows": rows,
     }
+# with key 0 blocked, every fill that fits gives it weight 0
+fits_zero = all(
+    r["one_weight"] == 0
+    for d in fills.values()
+    for r in d["rows"].values()
+    if "error" not in r
+)
 glue.value("fills", fills)
+glue.value("fills_one_blocked_zero", fits_zero)
+
+
+def describe(weights):
+    """A row of weights in a few characters: NaN, 1/n each, or a list."""
+    if weights.isnan().all():
+        return "NaN"
+    if (weights == weights[0]).all():
+        return f"1/{len(weights)} each"
+    return ", ".join(fmt(w, 3) for w in weights)
+
 
 fill_labels = {
     "inf_fill": "`masked_fill(mask, -inf)`",
     "min_fill": "`masked_fill(mask, finfo.min)`",
-    "min_added": "`scores + where(mask, finfo.min, 0)`",
-    "min_added_twice": "two such masks added",
+    "min_added": "`s + where(mask, finfo.min, 0)`",
+    "min_added_twice": "the same mask added twice",
     "fill_1e9": "`masked_fill(mask, -1e9)`",
+    "fill_1e6": "`masked_fill(mask, -1e6)`",
 }
 rows = []
 for key, label in fill_labels.items():
     cells = [label]
     for dtype in ("float16", "bfloat16"):
         r = fills[dtype]["rows"][key]
-        if "error" in r:
-            cells += ["RuntimeError", "RuntimeError"]
-        else:
-            cells += [
-                fmt(r["partial_weights"][1]),
-                fmt_list(r["full_weights"]).replace("nan", "NaN"),
-            ]
+        cells.append("raises" if "error" in r else describe(r["full_weights"]))
     rows.append(cells)
-glue.table(
-    "edges-fills",
-    [
-        "fill",
-        "float16: blocked weight",
-        "float16: all blocked",
-        "bfloat16: blocked weight",
-        "bfloat16: all blocked",
+glue.table("edges-fills", ["fill", "float16", "bfloat16"], rows, "lll")
+
+# padding and causal as two additive finfo.min masks, keys 0, 1 padding
+t4 = 4
+pad_left = torch.tensor([True, True, False, False])  # (Tk,), left padding
+causal4 = torch_ref.causal_mask(t4)  # (T, T)
+two_masks = {
+    "empty_rows": [
+        i for i in range(t4) if bool((pad_left | causal4)[i].all())
     ],
-    rows,
-    "lrlrl",
-)
+    # a row both masks block entirely: finfo.min + finfo.min on every key
+    "double_blocked_rows": [
+        i for i in range(t4) if bool((pad_left & causal4)[i].all())
+    ],
+}
+for dtype in (torch.float16, torch.bfloat16):
+    low = torch.tensor(torch.finfo(dtype).min, dtype=dtype)
+    zero = torch.zeros((), dtype=dtype)
+    scores = torch.zeros(t4, t4, dtype=dtype)  # (T, T)
+    scores = scores + torch.where(pad_left, low, zero)  # padding mask
+    scores = scores + torch.where(causal4, low, zero)  # causal mask
+    w = scores.softmax(dim=-1).double()  # (T, T)
+    two_masks[str(dtype).removeprefix("torch.")] = {
+        "row0": w[0],
+        "row1": w[1],
+        "any_nan": bool(w.isnan().any()),
+    }
+print("two additive masks, float16, rows 0 and 1:")
+print(two_masks["float16"]["row0"], two_masks["float16"]["row1"])
+glue.value("two_masks", two_masks)
 
 # %% [markdown]
 # ## Statistics in float16
@@ -359,12 +427,14 @@ glue.table(
 # The tiled pass keeps its running sums in float32. Kept in float16
 # instead (`pitfalls.wrong_tiled_statistics_dtype`), a mean of 512
 # values of 200 needs a running total of 102,400, more than float16
-# holds. In bfloat16, one key per block, $256 + 1$ rounds back to 256.
-# Then random inputs of 4 heads of 256 positions against float64. The
-# wrong pass also computes $QK^\top$, $P$ and $PV$ in the input dtype;
-# `statistics_only` computes them in float32 and rounds only the state
-# to the input dtype after each block, which splits the error between
-# the two. Try `value = 100.0`, or `n_keys = 256`.
+# holds. In bfloat16, one key per block, $256 + 1$ rounds back to 256,
+# in any order of the values. Then random inputs of 4 heads of 256
+# positions against float64, over a few seeds. The wrong pass also
+# computes $QK^\top$, $P$ and $PV$ in the input dtype; `statistics_only`
+# computes them in float32 and rounds only the state to the input dtype
+# after each block, and `p_rounded` keeps the state in float32 but
+# rounds $P$ before $PV$, as FlashAttention does. Try `value = 100.0`,
+# or `n_keys = 256`.
 
 
 # %%
@@ -390,6 +460,28 @@ def statistics_only(q, k, v, block_k=64):
     return (acc.to(wide) / row_sum.to(wide)).to(low)  # (..., Tq, dv)
 
 
+def p_rounded(q, k, v, block_k=64):
+    """FlashAttention's rule: scores and the running max, sum and output
+    in float32, but P rounded to the input dtype before P V (which
+    accumulates in float32). No mask. Shapes as statistics_only."""
+    *lead, tq, d = q.shape
+    low, wide = q.dtype, torch.float32
+    row_max = torch.full((*lead, tq, 1), -math.inf)  # float32
+    row_sum = torch.zeros((*lead, tq, 1))
+    acc = torch.zeros((*lead, tq, v.shape[-1]))  # (..., Tq, dv)
+    for j in range(0, k.shape[-2], block_k):
+        k_j = k[..., j : j + block_k, :].to(wide)  # (..., bk, d)
+        v_j = v[..., j : j + block_k, :].to(wide)  # (..., bk, dv)
+        s = q.to(wide) @ k_j.transpose(-2, -1) / math.sqrt(d)
+        new_max = torch.maximum(row_max, s.amax(dim=-1, keepdim=True))
+        alpha = torch.exp(row_max - new_max)  # (..., Tq, 1)
+        p = torch.exp(s - new_max)  # (..., Tq, bk), float32
+        row_sum = alpha * row_sum + p.sum(dim=-1, keepdim=True)
+        acc = alpha * acc + p.to(low).to(wide) @ v_j  # P rounded
+        row_max = new_max
+    return (acc / row_sum).to(low)  # (..., Tq, dv)
+
+
 statistics = {}
 n_keys, value = 512, 200.0
 q = torch.zeros(1, 1, 1, 8, dtype=torch.float16)  # (B, H, Tq, d)
@@ -406,9 +498,20 @@ statistics["fp16_sum"] = {
     "dtype_max": torch.finfo(torch.float16).max,
 }
 qb, kb = q.bfloat16(), k.bfloat16()
-vb = torch.cat([torch.zeros(256), torch.ones(256)])
-vb = vb.to(torch.bfloat16).view(1, 1, 512, 1)  # (B, H, Tk, dv)
-step = torch.tensor(256.0, dtype=torch.bfloat16)
+half = n_keys // 2
+orders = {  # 256 zeros and 256 ones, three ways
+    "zeros_first": torch.cat([torch.zeros(half), torch.ones(half)]),
+    "ones_first": torch.cat([torch.ones(half), torch.zeros(half)]),
+    "alternating": torch.arange(n_keys) % 2,
+}
+orders = {
+    name: vals.to(torch.bfloat16).view(1, 1, n_keys, 1)  # (B, H, Tk, dv)
+    for name, vals in orders.items()
+}
+vb = orders["zeros_first"]
+count = torch.zeros((), dtype=torch.bfloat16)
+for _ in range(n_keys):  # the running sum of 512 weights of 1
+    count = count + 1
 statistics["bf16_block_1"] = {
     "exact": 0.5,
     "float32": float(tiled.tiled_attention_torch(qb, kb, vb, block_k=1)),
@@ -416,81 +519,156 @@ statistics["bf16_block_1"] = {
         pitfalls.wrong_tiled_statistics_dtype(qb, kb, vb, block_k=1)
     ),
     "statistics_only": float(statistics_only(qb, kb, vb, block_k=1)),
-    "sum_256_plus_1": float(step + 1),
+    "sum_256_plus_1": float(torch.tensor(256.0, dtype=torch.bfloat16) + 1),
+    "keys": n_keys,
+    "running_sum": float(count),
+    "weights_total": n_keys / float(count),  # each key weighs 1 / sum
+    "orders": {
+        name: float(
+            pitfalls.wrong_tiled_statistics_dtype(qb, kb, vals, block_k=1)
+        )
+        for name, vals in orders.items()
+    },
 }
-gen = torch.Generator().manual_seed(0)
+passes = {
+    "p_rounded": p_rounded,
+    "statistics_only": statistics_only,
+    "input_dtype": pitfalls.wrong_tiled_statistics_dtype,
+}
+seeds = range(8)
+
+
+def rms(x):
+    return float(x.double().pow(2).mean().sqrt())
+
+
 for name, dtype in (
     ("fp16_random", torch.float16),
     ("bf16_random", torch.bfloat16),
 ):
-    q, k, v = (
-        torch.randn(1, 4, 256, 64, generator=gen).to(dtype) for _ in "qkv"
-    )
-    exact, _ = torch_ref.attention(q.double(), k.double(), v.double())
-    right = tiled.tiled_attention_torch(q, k, v)
-    wrong = pitfalls.wrong_tiled_statistics_dtype(q, k, v)
-    state = statistics_only(q, k, v)
-    right_error = float((right.double() - exact).abs().max())
-    wrong_error = float((wrong.double() - exact).abs().max())
-    state_error = float((state.double() - exact).abs().max())
-    statistics[name] = {
-        "float32": right_error,
-        "input_dtype": wrong_error,
-        "ratio": wrong_error / right_error,
-        "statistics_only": state_error,
-        "statistics_only_ratio": state_error / right_error,
+    ratios = {p: [] for p in passes}
+    shares, right_errors = [], []
+    for seed in seeds:
+        gen = torch.Generator().manual_seed(seed)
+        q, k, v = (
+            torch.randn(1, 4, 256, 64, generator=gen).to(dtype) for _ in "qkv"
+        )
+        exact, _ = torch_ref.attention(q.double(), k.double(), v.double())
+        right = rms(tiled.tiled_attention_torch(q, k, v) - exact)
+        errors = {p: rms(run(q, k, v) - exact) for p, run in passes.items()}
+        right_errors.append(right)
+        for p in passes:
+            ratios[p].append(errors[p] / right)
         # the share of the extra error due to QK^T, P, PV in low precision
-        "products_share": (wrong_error - state_error)
-        / (wrong_error - right_error),
+        extra = errors["input_dtype"] - right
+        shares.append(
+            (errors["input_dtype"] - errors["statistics_only"]) / extra
+        )
+    statistics[name] = {
+        "right_rms": stats.median(right_errors),
+        "ratio": {
+            p: {"median": stats.median(r), "min": min(r), "max": max(r)}
+            for p, r in ratios.items()
+        },
+        "products_share": {
+            "median": stats.median(shares),
+            "min": min(shares),
+            "max": max(shares),
+        },
+        "seeds": len(seeds),
         "shape": list(q.shape),
         "block": tiled.BLOCK,
     }
-for name, r in statistics.items():
+for name in ("fp16_sum", "bf16_block_1"):
+    r = statistics[name]
     print(
         f"{name:<13}: float32 {r['float32']:.4g}, input dtype "
         f"{r['input_dtype']:.4g}"
     )
+for name in ("fp16_random", "bf16_random"):
+    r = statistics[name]["ratio"]
+    print(name, {p: round(x["median"], 2) for p, x in r.items()})
 glue.value("statistics", statistics)
 
-rows = [
-    [
-        f"float16, q = k = 0, v = {fmt(value)}, {n_keys} keys",
-        fmt(statistics["fp16_sum"]["exact"]),
-        fmt(statistics["fp16_sum"]["float32"]),
-        fmt(statistics["fp16_sum"]["input_dtype"]),
-        fmt(statistics["fp16_sum"]["statistics_only"]),
-    ],
-    [
-        "bfloat16, block_k = 1, v = 256 zeros then 256 ones",
-        fmt(statistics["bf16_block_1"]["exact"]),
-        fmt(statistics["bf16_block_1"]["float32"]),
-        fmt(statistics["bf16_block_1"]["input_dtype"]),
-        fmt(statistics["bf16_block_1"]["statistics_only"]),
-    ],
-]
-for key, dtype in (("fp16_random", "float16"), ("bf16_random", "bfloat16")):
-    r = statistics[key]
-    rows.append(
-        [
-            f"{dtype}, random, largest error vs float64",
-            "-",
-            fmt(r["float32"], 2),
-            fmt(r["input_dtype"], 2),
-            fmt(r["statistics_only"], 2),
-        ]
-    )
 glue.table(
     "edges-statistics",
+    ["pass", "float16, 512 × 200", "bfloat16, block_k = 1"],
     [
-        "case",
-        "exact",
-        "right: all in float32",
-        "wrong: all in the input dtype",
-        "only the statistics in the input dtype",
+        [label]
+        + [fmt(statistics[c][key]) for c in ("fp16_sum", "bf16_block_1")]
+        for key, label in (
+            ("exact", "exact"),
+            ("float32", "all in float32 (`tiled_attention_torch`)"),
+            ("input_dtype", "all in the input dtype (the pitfall)"),
+            ("statistics_only", "only the state in the input dtype"),
+        )
     ],
-    rows,
-    "lrrrr",
+    "lrr",
 )
+
+
+def spread(r):
+    """median (min-max), two significant figures."""
+    return f"{fmt(r['median'], 2)} ({fmt(r['min'], 2)}–{fmt(r['max'], 2)})"
+
+
+glue.table(
+    "edges-statistics-random",
+    ["pass", "float16", "bfloat16"],
+    [
+        [label]
+        + [
+            spread(statistics[c]["ratio"][key])
+            for c in ("fp16_random", "bf16_random")
+        ]
+        for key, label in (
+            ("p_rounded", "$P$ rounded, state in float32 (FlashAttention)"),
+            ("statistics_only", "only the state in the input dtype"),
+            ("input_dtype", "all in the input dtype (the pitfall)"),
+        )
+    ],
+    "lrr",
+)
+
+# %% [markdown]
+# ## What SDPA computes on the CPU in float16 and bfloat16
+#
+# One query, two keys with scores $0$ and $s$ (weights $1$ and $e^s$),
+# values $0$ and $1$: the output is $e^s / (1 + e^s)$. Computed in
+# float32 and rounded once, or with $P = e^s$ rounded to the input
+# dtype first, the two rules differ for some $s$; for those, which one
+# does each SDPA backend (and `torch_ref.attention`) give? Try a wider
+# range of $s$, or `SDPBackend.FLASH_ATTENTION`.
+
+# %%
+sdpa_cpu = {}
+for dtype in (torch.float16, torch.bfloat16):
+    s = torch.linspace(-3, 0, 2001).to(dtype).unique()  # (n,) scores
+    n = s.numel()
+    q = torch.ones(n, 1, 1, 1, dtype=dtype)  # (n, H, Tq, d): d = 1
+    k = torch.stack([torch.zeros_like(s), s], dim=-1).view(n, 1, 2, 1)
+    v = torch.tensor([0.0, 1.0], dtype=dtype).expand(n, 1, 2).unsqueeze(-1)
+    default = F.scaled_dot_product_attention(q, k, v, scale=1.0).flatten()
+    with sdpa_kernel([SDPBackend.FLASH_ATTENTION]):
+        flash = F.scaled_dot_product_attention(q, k, v, scale=1.0).flatten()
+    with sdpa_kernel([SDPBackend.MATH]):
+        math_ = F.scaled_dot_product_attention(q, k, v, scale=1.0).flatten()
+    ours = torch_ref.attention(q, k, v, scale=1.0)[0].flatten()
+    p = s.float().exp()  # (n,), float32
+    wide = (p / (1 + p)).to(dtype)  # all in float32, rounded once
+    rounded = (p.to(dtype).float() / (1 + p)).to(dtype)  # P rounded first
+    differ = wide != rounded  # the s where the two rules disagree
+    sdpa_cpu[str(dtype).removeprefix("torch.")] = {
+        "values": n,
+        "differ": int(differ.sum()),
+        "default_is_rounded": int((default[differ] == rounded[differ]).sum()),
+        "default_is_wide": int((default[differ] == wide[differ]).sum()),
+        "math_is_wide": int((math_[differ] == wide[differ]).sum()),
+        "ours_is_wide": int((ours[differ] == wide[differ]).sum()),
+        "flash_is_default": bool((flash == default).all()),
+    }
+    print(dtype, sdpa_cpu[str(dtype).removeprefix("torch.")])
+glue.value("sdpa_cpu", sdpa_cpu)
 
 # %% [markdown]
 # ## Padding and causal together
@@ -500,9 +678,10 @@ glue.table(
 # one mask per sequence. With zero scores and values $1, 2, 3, 4$, each
 # query averages what it may see. Then left padding: the first two
 # queries of the short sequence see only padding, and ours says so;
-# with `empty_rows="zero"` they get zeros, as with SDPA. Last, a
-# bare $(B, T_k)$ padding mask with $B = T_q$: read as $(T_q, T_k)$, it
-# is wrong without an error.
+# with `empty_rows="zero"` they get zeros, as with SDPA. Last, a bare
+# $(B, T_k)$ padding mask: with $B = T_q$ it is read as $(T_q, T_k)$,
+# wrong without an error; at decoding ($T_q = 1$) ours refuses it, and
+# a hand-written `masked_fill` broadcasts it into $B$ query rows.
 
 # %%
 lengths = [4, 2]
@@ -526,7 +705,7 @@ try:
 except ValueError as error:
     print("left padding: ValueError:", error)
     left_message = str(error)
-left_zero, _ = torch_ref.attention(
+left_zero, left_weights = torch_ref.attention(
     zeros, zeros, values, left_mask, empty_rows="zero"
 )
 # SDPA's boolean mask means True = allowed
@@ -535,12 +714,24 @@ left_sdpa = F.scaled_dot_product_attention(
 )
 print("left padding, empty_rows='zero':", left_zero[1, 0, :, 0].tolist())
 # a bare (B, Tk) mask, B == Tq, is read as (Tq, Tk): wrong, silent
+b, tq, d = len(lengths), len(lengths), 3
 gen = torch.Generator().manual_seed(0)
-q = torch.randn(len(lengths), 1, len(lengths), 3, generator=gen)
-k = torch.randn(len(lengths), 1, t, 3, generator=gen)
+q = torch.randn(b, 1, tq, d, generator=gen)  # (B, H, Tq, d)
+k = torch.randn(b, 1, t, d, generator=gen)  # (B, H, Tk, d); v = k
 bare = padding[:, 0, 0, :]  # (B, Tk)
 right_out, _ = torch_ref.attention(q, k, k, padding)
 bare_out, _ = torch_ref.attention(q, k, k, bare)
+# decoding: one new query per sequence, the same bare mask
+q1 = q[:, :, :1]  # (B, H, 1, d)
+try:
+    torch_ref.attention(q1, k, k, bare)
+    decode_message = None
+except ValueError as error:
+    decode_message = str(error)
+s1 = q1 @ k.transpose(-2, -1) / math.sqrt(d)  # (B, H, 1, Tk)
+hand = s1.masked_fill(bare, -math.inf)  # broadcasts: (B, H, B, Tk)
+hand_out = hand.softmax(dim=-1) @ k  # (B, H, B, d): B rows, not 1
+print("decoding, hand-written masked_fill:", tuple(hand_out.shape))
 glue.value(
     "combined",
     {
@@ -556,15 +747,32 @@ glue.value(
         "left_empty_rows": [i for i in range(t) if left_empty[i]],
         "left_zero_out": left_zero[1, 0, :, 0],
         "left_zero_vs_sdpa": float((left_zero - left_sdpa).abs().max()),
+        "bare_setup": {"b": b, "tq": tq, "tk": t, "d": d},
         "bare_difference": float((bare_out - right_out).abs().max()),
+        "bare_output_size": float(right_out.abs().max()),
+        "decode_scores_shape": list(s1.shape),
+        "decode_mask_shape": list(bare.shape),
+        "decode_hand_shape": list(hand_out.shape),
+        "decode_message": decode_message,
     },
 )
-glue.table(
-    "edges-combined",
-    ["query position", *(f"key {j}" for j in range(t)), "output"],
-    [
-        [str(i), *(fmt(w, 3) for w in weights[1, 0, i]), fmt(out[1, 0, i, 0])]
-        for i in range(t)
-    ],
-    "r" * (t + 2),
-)
+
+
+def weights_row(w, empty):
+    text = ", ".join(fmt(x, 3) for x in w)
+    return f"{text} (empty)" if empty else text
+
+
+for name, w, o, empty in (
+    ("edges-combined", weights, out, [False] * t),
+    ("edges-combined-left", left_weights, left_zero, left_empty.tolist()),
+):
+    glue.table(
+        name,
+        ["query", "weights on keys 0 to 3", "output"],
+        [
+            [str(i), weights_row(w[1, 0, i], empty[i]), fmt(o[1, 0, i, 0])]
+            for i in range(t)
+        ],
+        "rlr",
+    )
