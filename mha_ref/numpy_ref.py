@@ -306,7 +306,8 @@ def key_padding_mask(lengths, tk=None):
     array([[0, 0, 0],
            [0, 1, 1]])
     """
-    lengths = checks.key_padding(lengths, tk, np.asarray)  # ints in 1..tk
+    # lengths: ints in 1..tk, or a (B, Tk) bool mask
+    lengths = checks.key_padding(lengths, tk, np.asarray)
     if lengths.dtype == bool:
         padded = lengths  # (B, Tk), True = padding
     else:

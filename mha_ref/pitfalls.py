@@ -77,8 +77,8 @@ def wrong_tiled_statistics_dtype(q, k, v, block_k=64):
     state = (
         torch.full((*lead, tq, 1), -math.inf, **low),  # running max
         torch.zeros((*lead, tq, 1), **low),  # running sum
-        torch.zeros((*lead, tq, v.shape[-1]), **low),
-    )  # output
+        torch.zeros((*lead, tq, v.shape[-1]), **low),  # output
+    )
     for j in range(0, k.shape[-2], block_k):
         k_j, v_j = k[..., j : j + block_k, :], v[..., j : j + block_k, :]
         s = q @ k_j.transpose(-2, -1) / math.sqrt(d)  # (..., Tq, bk)

@@ -276,8 +276,13 @@ def key_padding_mask(lengths, tk=None):
     tensor, True = padding. A mask broadcasts from the right, so a bare
     (B, Tk) mask would be read as (Tq, Tk) and, when B == Tq, mask the
     wrong keys without a word; the two 1s put B on the batch axis.
+
+    >>> key_padding_mask([3, 1]).long()[:, 0, 0]  # (B, Tk)
+    tensor([[0, 0, 0],
+            [0, 1, 1]])
     """
-    lengths = checks.key_padding(lengths, tk, torch.as_tensor)  # ints in 1..tk
+    # lengths: ints in 1..tk, or a (B, Tk) bool mask
+    lengths = checks.key_padding(lengths, tk, torch.as_tensor)
     if lengths.dtype == torch.bool:
         padded = lengths  # (B, Tk), True = padding
     else:

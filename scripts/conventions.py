@@ -137,18 +137,20 @@ rope_layer["output_scale"] = float(reference[2].abs().max())
 rope_layer = glue.value("rope_layer", rope_layer)
 glue.table(
     "conventions-rope",
-    ["W_Q, W_K", "scores", "weights", "outputs"],
+    ["largest difference", "W_Q, W_K as stored", "reordered"],
     [
         [
             label,
-            *(
-                fmt(rope_layer[key][part], 2 if key == "as_is" else 1)
-                for part in ("scores", "weights", "output")
-            ),
+            fmt(rope_layer["as_is"][part], 2),
+            fmt(rope_layer["reordered"][part], 1),
         ]
-        for key, label in (("as_is", "as stored"), ("reordered", "reordered"))
+        for part, label in (
+            ("scores", "scores"),
+            ("weights", "weights"),
+            ("output", "outputs"),
+        )
     ],
-    "lrrr",
+    "lrr",
 )
 
 # %% [markdown]
@@ -525,21 +527,28 @@ glue.table(
     ],
     "lll",
 )
+
+
+def layer_of(r):
+    """The combination in words, for the table of all of them."""
+    return ", ".join(
+        (
+            "batch first" if r["batch_first"] else "sequence first",
+            "biases" if r["bias"] else "no biases",
+            "weights" if r["need_weights"] else "no weights",
+            f"{r['mask']} mask",
+        )
+    )
+
+
 glue.table(
     "conventions-mha-eval-all",
-    ["row", "fast", "batch first", "bias", "weights", "mask"],
+    ["masked row", "fast path", "the layer"],
     [
-        [
-            answer(r),
-            "yes" if r["fast_path"] else "no",
-            "yes" if r["batch_first"] else "no",
-            "yes" if r["bias"] else "no",
-            "yes" if r["need_weights"] else "no",
-            r["mask"],
-        ]
+        [answer(r), "yes" if r["fast_path"] else "no", layer_of(r)]
         for r in fast_path
     ],
-    "llllll",
+    "lll",
 )
 
 # %% [markdown]
@@ -946,14 +955,14 @@ def fill_cell(result):
 
 glue.table(
     "conventions-fills",
-    ["row", "`-inf`", "`finfo.min`", "`-1e9`"],
+    ["row", "`finfo.min`", "`-1e9`"],  # -inf: NaN in every row
     [
-        [label, *(fill_cell(fills[name][f]) for f in ("-inf", "min", "-1e9"))]
+        [label, *(fill_cell(fills[name][f]) for f in ("min", "-1e9"))]
         for name, label in (
             ("s1_float32", "$s_1$, float32"),
             ("s1_float64", "$s_1$, float64"),
             ("s2_float32", "$s_2$, float32"),
         )
     ],
-    "llll",
+    "lll",
 )

@@ -51,6 +51,26 @@ glue.table(
 )
 
 # %% [markdown]
+# ## The slider, at three head sizes
+#
+# The control on the page keeps each key's score a fixed number z of
+# standard deviations from 0 (z = scores / sqrt(d_head)), so its raw
+# score is z * sqrt(d_k). The cell computes what the control shows at
+# d_k = 1, d_head and d_model: unscaled weights sharpen, scaled ones stay.
+
+# %%
+z = scores / sqrt_d_head
+control = {}
+for d in [1, d_head, d_model]:
+    raw = z * np.sqrt(d)  # q . k, standard deviation sqrt(d)
+    control[str(d)] = {
+        "raw": raw,
+        "unscaled": numpy_ref.softmax(raw),
+        "scaled": numpy_ref.softmax(raw / np.sqrt(d)),
+    }
+glue.value("control", {"z": z, "sizes": control})
+
+# %% [markdown]
 # ## Subtracting changes nothing, and saves the day
 #
 # A naive softmax exponentiates directly, and $e^{1000}$ is infinite in
@@ -104,6 +124,44 @@ sweep = glue.value(
         "max_weight_scaled": top_scaled,
     },
 )
+
+# %% [markdown]
+# ## At the default initialisation
+#
+# Real projections do not give unit-variance q and k. With
+# `torch_ref.MultiHeadAttention` at `nn.Linear`'s default init
+# (uniform, bound 1/sqrt(d_model)) and x ~ N(0, 1), each entry of q has
+# variance about 1/3, so q . k has standard deviation about sqrt(d_k)/3.
+# The cell measures the unscaled and scaled top weight for 16 positions
+# at d_model = 512, with 8 heads and with 1.
+
+# %%
+import torch  # noqa: E402
+
+from mha_ref import torch_ref  # noqa: E402
+
+torch.manual_seed(0)
+x = torch.randn(32, n_keys, d_model, dtype=torch.float64)  # (B, T, d)
+default_init = {}
+for n_head in [8, 1]:
+    module = torch_ref.MultiHeadAttention(d_model, n_head)
+    module = module.to(torch.float64)
+    with torch.no_grad():
+        q, k, _ = module.project(x)  # (B, H, T, dh)
+    s = (q @ k.transpose(-2, -1)).numpy()  # (B, H, T, T): q . k
+    dk = d_model // n_head
+    default_init[str(n_head)] = {
+        "n_head": n_head,
+        "d_head": dk,
+        "q_var": float(q.var()),
+        "std": float(s.std()),
+        "unscaled": float(np.median(numpy_ref.softmax(s).max(axis=-1))),
+        "scaled": float(
+            np.median(numpy_ref.softmax(s / np.sqrt(dk)).max(axis=-1))
+        ),
+    }
+    print(n_head, default_init[str(n_head)])
+glue.value("default_init", default_init)
 
 
 def draw(fig, theme):
