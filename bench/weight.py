@@ -7,10 +7,11 @@
 Every page of the built site, each in a fresh Chromium context (a cold
 cache) at 1280 x 900, served by the bench's own server
 (bench/site_server.py), which gzips text files as GitHub Pages, the
-site's host, does: the bytes are what a reader's browser transfers. A first view is every response
-from the navigation until the load event, and those still in flight
-then, without a scroll or a click: what a reader who opens the page
-waits for. Its bytes are the body and headers of each response.
+site's host, does: the bytes are what a reader's browser transfers
+(a fraction of the files' own sizes). A first view is every
+response from the navigation until the load event, and those still in
+flight then, without a scroll or a click: what a reader who opens the
+page waits for. Its bytes are the body and headers of each response.
 
 Targets (1 kB = 1000 bytes): a text page at most 500 kB, a notebook
 page (mkdocs-jupyter's, or Zensical's Markdown one) at most 700 kB. The

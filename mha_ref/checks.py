@@ -1464,7 +1464,7 @@ def document_lengths(lengths):
     """The guard of document_ids: (n,) positive integer lengths, n >= 1."""
     if is_tensor(lengths):
         kind, shape = _tensor_kind(lengths.dtype), tuple(lengths.shape)
-        values = lengths.detach().cpu().numpy() if kind in "iu" else None
+        values = lengths.detach().cpu().numpy() if kind in "iu" else lengths
     else:
         values = np.asarray(lengths)
         kind, shape = values.dtype.kind, values.shape

@@ -79,7 +79,7 @@ def causal_query_positions(tq, tk, align):
     Tk - 1. causal_mask_for_positions at these positions is
     causal_mask(tq, tk, align).
     """
-    _, offset = checks.causal_shape(tq, tk, align or "top_left")
+    _, offset = checks.causal_shape(tq, tk, align)  # None: square only
     return torch.arange(offset, offset + tq)  # (Tq,)
     # --8<-- [end:causal-query-positions]
 
@@ -107,6 +107,7 @@ def to_sdpa_mask(mask):
 def to_mask_mod(mask):
     """Ours, a (Tq, Tk) mask, as a FlexAttention mask_mod (True = keep)."""
     checks.mask_dtype(mask.dtype)
+    checks.layout_shape(mask.shape, 2, "(Tq, Tk)")  # indexed [q, kv]
 
     def mask_mod(b, h, q_idx, kv_idx):  # batch, head, query, key index
         return ~mask[q_idx, kv_idx]
@@ -163,7 +164,9 @@ def alibi_bias_key_only(slopes, t):
     It differs from -slope (q - k) by slope * q, a constant per row,
     which the softmax ignores (modeling_bloom.py, build_alibi_tensor).
     """
-    slopes = np.asarray(slopes, dtype=np.float64)
+    checks.positive_integer(t, "t")
+    checks.alibi_inputs(np.asarray(slopes), np.arange(t), np.arange(t))
+    slopes = np.asarray(slopes, dtype=np.float64)  # (H,), finite
     return slopes[:, None, None] * np.arange(t)  # (H, 1, T)
 
 
@@ -173,7 +176,9 @@ def alibi_bias_last_key(slopes, t):
     Also a constant per row away from -slope (q - k) (modeling_mpt.py,
     build_mpt_alibi_tensor; flash-attn's causal reference alike).
     """
-    slopes = np.asarray(slopes, dtype=np.float64)
+    checks.positive_integer(t, "t")
+    checks.alibi_inputs(np.asarray(slopes), np.arange(t), np.arange(t))
+    slopes = np.asarray(slopes, dtype=np.float64)  # (H,), finite
     return slopes[:, None, None] * np.arange(1 - t, 1)  # (H, 1, T)
 
 
@@ -204,6 +209,8 @@ def learned_sink_as_key(k, v, sinks):
     returns nothing. StreamingLLM's "zero sink" is sinks = 0.
     """
     checks.sink_key_inputs(k, v, sinks)  # (H,) sinks, -inf allowed
+    shape = checks.scores_shape(k.shape, k.shape, v.shape)  # k, v agree
+    checks.sinks_shape(sinks.shape, shape)  # one sink per head: (H,)
     zero_k = k.new_zeros(*k.shape[:-2], 1, k.shape[-1])  # (B, H, 1, d)
     zero_v = v.new_zeros(*v.shape[:-2], 1, v.shape[-1])  # (B, H, 1, dv)
     bias = k.new_zeros(len(sinks), 1, k.shape[-2] + 1)  # (H, 1, Tk + 1)
@@ -222,6 +229,8 @@ def mask_then_softcap(scores, mask, softcap):
     attention does), and the masked weight is 0.
     """
     checks.softcap_value(softcap)
+    checks.float_tensors(scores=scores)  # the raw scores: finite
+    checks.mask_tensor(mask, scores.shape, scores.device, "zero")
     filled = scores.masked_fill(mask, float("-inf"))  # mask first
     return (softcap * torch.tanh(filled / softcap)).softmax(dim=-1)
     # --8<-- [end:softcap-after-mask]
@@ -250,6 +259,7 @@ def kv_head_of(n_head, n_kv_head, layout):
     repeat_interleave gives. "strided": h % H_kv, the query heads of
     one key/value head H_kv apart, what x.repeat or np.tile give.
     """
+    checks.positive_integer(n_head, "n_head")
     checks.kv_head_split(n_head, n_kv_head)
     checks.head_layout(layout)
     h = torch.arange(n_head)

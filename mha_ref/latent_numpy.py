@@ -95,6 +95,25 @@ def state_dict_shapes(expected, given, strict=True, where="module"):
         )
 
 
+def rms_norm_inputs(weight_shape, eps, x_shape=None):
+    """The guards of rms_norm and latent_torch.RMSNorm, both mirrors.
+
+    A gain of shape (d,), d >= 1; eps a positive finite number (it
+    keeps a row of zeros from 0 / 0); x (..., d) when given.
+    """
+    shape = tuple(weight_shape)
+    if len(shape) != 1 or shape[0] < 1:
+        raise ValueError(f"weight must be (d,) with d >= 1, got {shape}")
+    value = checks.real_number(eps, "eps")
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"eps must be positive and finite, got {eps}")
+    if x_shape is not None and tuple(x_shape)[-1:] != shape:
+        raise ValueError(
+            f"x of shape {tuple(x_shape)} must end in the d = {shape[0]} "
+            f"features of weight {shape}"
+        )
+
+
 def _forward_arrays(module, x, mask, positions, absorbed):
     # the guards of __call__: x, mask (B, H, T, T), positions (T,)
     if not isinstance(absorbed, bool):  # as latent_torch: True or False
@@ -118,6 +137,8 @@ def rms_norm(x, weight, eps=1e-6):
     As Hugging Face's DeepseekV3RMSNorm (eps 1e-6): a learned gain per
     feature, no bias, no mean subtracted.
     """
+    x, weight = checks.float_arrays(x=x, weight=weight)  # finite floats
+    rms_norm_inputs(weight.shape, eps, x.shape)  # weight (d,), eps > 0
     # rms = sqrt(mean(x^2) + eps), one per row
     rms = np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps)
     return x / rms * weight  # (..., d)

@@ -44,10 +44,14 @@ class RMSNorm(nn.Module):
 
     def __init__(self, d, eps=1e-6, device=None, dtype=None):
         super().__init__()
+        checks.positive_integer(d, "d")
+        latent_numpy.rms_norm_inputs((d,), eps)  # eps > 0, finite
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
 
     def forward(self, x):
+        checks.float_tensors(x=x)  # floating, finite
+        latent_numpy.rms_norm_inputs(self.weight.shape, self.eps, x.shape)
         wide = x.to(torch.promote_types(x.dtype, torch.float32))
         # rms = sqrt(mean(x^2) + eps), one per row
         rms = (wide.pow(2).mean(dim=-1, keepdim=True) + self.eps).sqrt()
@@ -298,6 +302,7 @@ def rope_on_the_content_keys(module, x, positions):
     two tries at folding W_UK into the query: the cached latent as it
     is, or the latent turned instead of the key. d_nope, d_c even.
     """
+    _forward_tensors(module, x, None, positions, False)  # the guards
     q_nope, _ = module.queries(x, positions)  # (B, H, T, d_nope)
     c_kv, _ = module.latents(x, positions)  # (B, T, d_c)
     w_uk, _ = module.up_projections()  # (H, d_nope, d_c)
@@ -548,6 +553,8 @@ def decode_step_flops(module_or_shapes, n_key, absorbed=False):
     """
     s = _shapes(module_or_shapes)  # a module or a dict of shapes
     checks.positive_integer(n_key, "n_key")
+    if not isinstance(absorbed, bool):  # as forward: True or False
+        raise TypeError(f"absorbed must be True or False, got {absorbed!r}")
     h, d, d_c = s["n_head"], s["d_model"], s["kv_lora_rank"]
     d_nope, d_rope, d_v = (
         s["qk_nope_head_dim"],
@@ -588,6 +595,9 @@ def yarn_mscale(factor, mscale=1.0):
     >>> round(yarn_mscale(40, 1.0) ** 2, 4)
     1.8739
     """
+    for name, value in (("factor", factor), ("mscale", mscale)):
+        if not math.isfinite(checks.real_number(value, name)):
+            raise ValueError(f"{name} must be finite, got {value}")
     if factor <= 1:
         return 1.0
     return 0.1 * mscale * math.log(factor) + 1.0

@@ -50,6 +50,8 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     >>> softmax_with_sinks(np.zeros((1, 1, 2)), np.array([0.0]))
     array([[[0.33333333, 0.33333333]]])
     """
+    scores, sinks = np.asarray(scores), np.asarray(sinks)  # lists too
+    checks.sinks_shape(sinks.shape, scores.shape)  # (H,), (.., H, Tq, Tk)
     sink = np.broadcast_to(sinks[:, None, None], (*scores.shape[:-1], 1))
     both = np.concatenate([scores, sink], axis=-1)  # (..., H, Tq, Tk + 1)
     weights = softmax(both, axis=-1, empty_rows=empty_rows)
@@ -326,12 +328,14 @@ def position_pairs(query_positions, key_positions):
     a (B, 1, Tq, Tk) mask that broadcasts over the heads, as
     key_padding_mask does (a 1-D side is shared by the batch).
     """
+    checks.rule_arrays(query_positions, key_positions, ids=True)  # whole
     q = np.asarray(query_positions).astype(np.int64)  # no uint wrap-around
     k = np.asarray(key_positions).astype(np.int64)
     if q.ndim == k.ndim == 1:
         return q[:, None], k[None, :]  # (Tq, 1), (1, Tk)
-    q = q.reshape(-1, 1, q.shape[-1], 1)  # (B, 1, Tq, 1)
-    k = k.reshape(-1, 1, 1, k.shape[-1])  # (B, 1, 1, Tk)
+    b_q, b_k = (len(a) if a.ndim == 2 else 1 for a in (q, k))  # B or 1
+    q = q.reshape(b_q, 1, q.shape[-1], 1)  # (B, 1, Tq, 1)
+    k = k.reshape(b_k, 1, 1, k.shape[-1])  # (B, 1, 1, Tk)
     return q, k
     # --8<-- [end:position-pairs]
 
@@ -386,7 +390,7 @@ def document_ids(lengths):
     array([0, 0, 0, 1, 2, 2])
     """
     checks.document_lengths(lengths)  # (n,) ints >= 1
-    lengths = np.asarray(lengths)
+    lengths = np.asarray(lengths).astype(np.int64)  # any int dtype
     return np.repeat(np.arange(len(lengths)), lengths)  # (sum(lengths),)
     # --8<-- [end:document-ids]
 
@@ -488,7 +492,7 @@ def alibi_slopes(n_head):
     [0.25, 0.0625, 0.015625, 0.00390625]
     """
     checks.positive_integer(n_head, "n_head")
-    n = 1 << (n_head.bit_length() - 1)  # largest power of two <= n_head
+    n = 1 << (int(n_head).bit_length() - 1)  # largest power of 2 <= n_head
     # m_h = 2^(-8 h / n), h = 1 .. n
     slopes = 2.0 ** (-8.0 * np.arange(1, n + 1) / n)  # (n,)
     if n < n_head:  # the odd h of the rule for 2n: between those slopes
@@ -512,8 +516,9 @@ def alibi_bias(slopes, query_positions, key_positions):
     >>> alibi_bias([0.5], [2], [0, 1, 2]).tolist()
     [[[-1.0, -0.5, 0.0]]]
     """
-    slopes = np.asarray(slopes)
-    q_pos, k_pos = np.asarray(query_positions), np.asarray(key_positions)
+    slopes = checks.array_of(slopes, "slopes", np.asarray)  # iterators too
+    q_pos = checks.array_of(query_positions, "query_positions", np.asarray)
+    k_pos = checks.array_of(key_positions, "key_positions", np.asarray)
     checks.alibi_inputs(slopes, q_pos, k_pos)  # (H,), 1-D positions
     dtype = slopes.dtype if slopes.dtype.kind == "f" else np.float64
     # -m (i - j) = m (j - i): 0 on the diagonal, negative before it

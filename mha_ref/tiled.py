@@ -292,6 +292,7 @@ def tiled_attention_numpy(
             sink = np.broadcast_to(sinks[:, None, None], (*lead, bq, 1))
             no_value = np.zeros((*lead, 1, dv), dtype)
             state = online_softmax_update_numpy(state, sink, no_value)
+        # --8<-- [start:tiled-key-loop-numpy]
         for j in range(0, tk, block_k):
             cols = slice(j, j + block_k)
             if causal and k_pos[cols].min() > q_pos[rows].max():
@@ -309,6 +310,7 @@ def tiled_attention_numpy(
             if tile is not None:
                 s = np.where(tile, -np.inf, s)  # before the softmax
             state = online_softmax_update_numpy(state, s, v[..., cols, :])
+        # --8<-- [end:tiled-key-loop-numpy]
         row_max, row_sum, acc = state
         # NaN or +inf: q @ k^T overflowed; -inf: no key allowed (or lost)
         check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows, rule)
@@ -439,6 +441,7 @@ def tiled_attention_torch(
             sink = sinks.to(wide).view(-1, 1, 1).expand(*lead, bq, 1)
             no_value = torch.zeros((*lead, 1, dv), **kw)
             state = online_softmax_update_torch(state, sink, no_value)
+        # --8<-- [start:tiled-key-loop-torch]
         q_i = q[..., rows, :].to(wide)  # (..., bq, d)
         for j in range(0, tk, block_k):
             cols = slice(j, j + block_k)
@@ -459,6 +462,7 @@ def tiled_attention_torch(
             if tile is not None:
                 s = s.masked_fill(tile, -math.inf)  # before the softmax
             state = online_softmax_update_torch(state, s, v_j)
+        # --8<-- [end:tiled-key-loop-torch]
         row_max, row_sum, acc = state
         # NaN or +inf: q @ k^T overflowed; -inf: no key allowed (or lost)
         check_row_max(row_max, rows, mask, q_pos, k_pos, empty_rows, rule)
@@ -515,6 +519,7 @@ def backward_tile_numpy(
         s = s + bias
     if tile is not None:
         s = np.where(tile, -np.inf, s)
+    # --8<-- [start:backward-tile-products-numpy]
     # P_ij = exp(S_ij - L_i): the forward's weights, without a softmax
     p = np.exp(s - lse_i)  # (..., bq, bk); blocked keys give exactly 0
     # dV_j += P_ij^T dO_i
@@ -530,6 +535,7 @@ def backward_tile_numpy(
     # dK_j += dS_ij^T Q_i / sqrt(d_k)
     dk_j = np.swapaxes(ds, -2, -1) @ q_i * scale  # (..., bk, d)
     return dq_i, dk_j, dv_j
+    # --8<-- [end:backward-tile-products-numpy]
     # --8<-- [end:backward-tile-numpy]
 
 
@@ -677,6 +683,7 @@ def backward_tile_torch(
         s = s + bias
     if tile is not None:
         s = s.masked_fill(tile, -math.inf)
+    # --8<-- [start:backward-tile-products-torch]
     # P_ij = exp(S_ij - L_i): the forward's weights, without a softmax
     p = torch.exp(s - lse_i)  # (..., bq, bk); blocked keys give exactly 0
     # dV_j += P_ij^T dO_i
@@ -692,6 +699,7 @@ def backward_tile_torch(
     # dK_j += dS_ij^T Q_i / sqrt(d_k)
     dk_j = ds.transpose(-2, -1) @ q_i * scale  # (..., bk, d)
     return dq_i, dk_j, dv_j
+    # --8<-- [end:backward-tile-products-torch]
     # --8<-- [end:backward-tile-torch]
 
 
@@ -830,7 +838,9 @@ def tiles_computed(
     for i in range(0, len(q_pos), block_q):
         for j in range(0, len(k_pos), block_k):
             q_tile, k_tile = q_pos[i : i + block_q], k_pos[j : j + block_k]
-            computed += not bool(mask_rule(q_tile, k_tile).all())
+            blocked = mask_rule(q_tile, k_tile)  # (bq, bk), True = blocked
+            checks.rule_tile(blocked, (len(q_tile), len(k_tile)))
+            computed += not bool(blocked.all())
             total += 1
     return computed, total
     # --8<-- [end:tiles-computed]

@@ -40,6 +40,24 @@ def _check_mask(mask, scores_shape):
     return checks.mask_tensor(mask, scores_shape)
 
 
+def _check_sinks(scores, sinks):
+    # softmax_with_sinks: floating tensors, sinks (H,) for the scores
+    # (..., H, Tq, Tk), and -inf the only infinity (masked, no sink)
+    for name, value in (("scores", scores), ("sinks", sinks)):
+        if not checks.is_tensor(value) or not value.is_floating_point():
+            got = getattr(value, "dtype", type(value).__name__)
+            raise TypeError(f"{name} must be a floating tensor, got {got}")
+        bad = (value.isnan() | value.isposinf()).nonzero()
+        if len(bad):
+            at = tuple(bad[0].tolist())
+            raise ValueError(
+                f"{name} of shape {tuple(value.shape)} holds "
+                f"{value[at].item()} at index {at}; use finite values, "
+                f"or -inf for a masked key (scores) or no sink (sinks)"
+            )
+    checks.sinks_shape(sinks.shape, scores.shape)
+
+
 # --8<-- [start:softmax-with-sinks]
 def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     """Softmax over the keys and one extra logit per head: the sink.
@@ -49,6 +67,7 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     share; a row with every key masked puts all of it on the sink.
     A sink of -inf is no sink.
     """
+    _check_sinks(scores, sinks)  # floating, sinks (H,), no NaN or +inf
     sink = sinks.view(-1, 1, 1).expand(*scores.shape[:-1], 1)  # (.., 1)
     both = torch.cat([scores, sink.to(scores.dtype)], dim=-1)  # Tk + 1
     empty = both.isneginf().all(dim=-1, keepdim=True)  # no key, no sink
@@ -302,12 +321,14 @@ def position_pairs(query_positions, key_positions):
     a (B, 1, Tq, Tk) mask that broadcasts over the heads, as
     key_padding_mask does (a 1-D side is shared by the batch).
     """
+    checks.rule_arrays(query_positions, key_positions, ids=True)  # whole
     q = torch.as_tensor(query_positions).long()  # no uint wrap-around
     k = torch.as_tensor(key_positions, device=q.device).long()
     if q.dim() == k.dim() == 1:
         return q[:, None], k[None, :]  # (Tq, 1), (1, Tk)
-    q = q.reshape(-1, 1, q.shape[-1], 1)  # (B, 1, Tq, 1)
-    k = k.reshape(-1, 1, 1, k.shape[-1])  # (B, 1, 1, Tk)
+    b_q, b_k = (len(a) if a.ndim == 2 else 1 for a in (q, k))  # B or 1
+    q = q.reshape(b_q, 1, q.shape[-1], 1)  # (B, 1, Tq, 1)
+    k = k.reshape(b_k, 1, 1, k.shape[-1])  # (B, 1, 1, Tk)
     return q, k
     # --8<-- [end:position-pairs]
 
@@ -345,7 +366,7 @@ def chunked_mask(query_positions, key_positions, chunk):
 def document_ids(lengths):
     """The document of every token of a packed sequence (cu_seqlens)."""
     checks.document_lengths(lengths)  # (n,) ints >= 1
-    lengths = torch.as_tensor(lengths)
+    lengths = torch.as_tensor(lengths).long()  # uint16/32: no kernel
     ids = torch.arange(len(lengths), device=lengths.device)  # (n,)
     return ids.repeat_interleave(lengths)  # (sum(lengths),)
     # --8<-- [end:document-ids]
@@ -431,7 +452,7 @@ def alibi_slopes(n_head):
     [0.25, 0.0625, 0.015625, 0.00390625]
     """
     checks.positive_integer(n_head, "n_head")
-    n = 1 << (n_head.bit_length() - 1)  # largest power of two <= n_head
+    n = 1 << (int(n_head).bit_length() - 1)  # largest power of 2 <= n_head
     # m_h = 2^(-8 h / n), h = 1 .. n
     h = torch.arange(1, n + 1, dtype=torch.float64)
     slopes = 2.0 ** (-8.0 * h / n)  # (n,)
@@ -453,10 +474,12 @@ def alibi_bias(slopes, query_positions, key_positions):
     positive bias and need the causal mask. Float slopes keep their
     dtype; integer slopes compute in float64.
     """
-    slopes = torch.as_tensor(slopes)
-    q_pos = torch.as_tensor(query_positions, device=slopes.device)
-    k_pos = torch.as_tensor(key_positions, device=slopes.device)
+    as_tensor = torch.as_tensor  # an iterator is read once, as a list
+    slopes = checks.array_of(slopes, "slopes", as_tensor)
+    q_pos = checks.array_of(query_positions, "query_positions", as_tensor)
+    k_pos = checks.array_of(key_positions, "key_positions", as_tensor)
     checks.alibi_inputs(slopes, q_pos, k_pos)  # (H,), 1-D positions
+    q_pos, k_pos = q_pos.to(slopes.device), k_pos.to(slopes.device)
     dtype = slopes.dtype if slopes.is_floating_point() else torch.float64
     q_pos, k_pos = q_pos.to(dtype), k_pos.to(dtype)  # no uint wrap
     # -m (i - j) = m (j - i): 0 on the diagonal, negative before it

@@ -666,12 +666,39 @@ for dtype in (torch.float16, torch.bfloat16):
         "differ": int(differ.sum()),
         "default_is_rounded": int((default[differ] == rounded[differ]).sum()),
         "default_is_wide": int((default[differ] == wide[differ]).sum()),
+        "math_is_rounded": int((math_[differ] == rounded[differ]).sum()),
         "math_is_wide": int((math_[differ] == wide[differ]).sum()),
+        "ours_is_rounded": int((ours[differ] == rounded[differ]).sum()),
         "ours_is_wide": int((ours[differ] == wide[differ]).sum()),
         "flash_is_default": bool((flash == default).all()),
     }
     print(dtype, sdpa_cpu[str(dtype).removeprefix("torch.")])
 glue.value("sdpa_cpu", sdpa_cpu)
+
+
+def rule_cell(r, rounded, wide):
+    """Which rule an implementation followed where the two differ."""
+    n = r["differ"]
+    if r[rounded] == n:
+        return f"$P$ rounded: {n} of {n}"
+    if r[wide] == n:
+        return f"float32: {n} of {n}"
+    return f"$P$ rounded {r[rounded]}, float32 {r[wide]}, of {n}"
+
+
+glue.table(
+    "edges-sdpa-cpu",
+    ["code", "float16", "bfloat16"],
+    [
+        [label] + [rule_cell(sdpa_cpu[dt], *keys) for dt in sdpa_cpu]
+        for label, keys in (
+            ("SDPA, default", ("default_is_rounded", "default_is_wide")),
+            ("SDPA, math backend", ("math_is_rounded", "math_is_wide")),
+            ("`torch_ref.attention`", ("ours_is_rounded", "ours_is_wide")),
+        )
+    ],
+    "lll",
+)
 
 # %% [markdown]
 # ## Padding and causal together

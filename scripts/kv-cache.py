@@ -45,43 +45,11 @@ for mask, result in ((aligned_mask, aligned), (upper_left_mask, upper_left)):
         raise ValueError(f"{result.tolist()} != means {means.tolist()}")
 
 # %% [markdown]
-# The table and the figure of the page: what each query sees, and its
-# output, under the two masks.
+# The figure of the page: what each query sees, and its output, under
+# the two masks.
 
 # %%
-fmt, fmt_list = glue.fmt, glue.fmt_list
-
-
-def allowed(mask_row):
-    """The values a query reads, as a list: [10, 20, 30, 40]."""
-    return fmt_list(
-        value
-        for value, blocked in zip(values, mask_row, strict=True)
-        if not blocked
-    )
-
-
-glue.table(
-    "cache_mask",
-    [
-        "query position",
-        "aligned: values seen",
-        "aligned output",
-        "upper-left: values seen",
-        "upper-left output",
-    ],
-    [
-        [
-            str(pos),
-            allowed(aligned_mask[i]),
-            fmt(aligned[i]),
-            allowed(upper_left_mask[i]),
-            fmt(upper_left[i]),
-        ]
-        for i, pos in enumerate(query_positions)
-    ],
-    "rlrlr",
-)
+fmt = glue.fmt
 
 
 def draw_masks(fig, theme):

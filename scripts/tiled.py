@@ -337,16 +337,35 @@ glue.table(
 # %% [markdown]
 # ## Both in one figure
 #
-# Peak memory (measured above) and time (from the report) against $T$,
-# on log-log axes: a straight line of slope 2 is $T^2$ growth.
+# Peak memory (measured above) and time in milliseconds (from the
+# report, with SDPA's) against $T$, on log-log axes: a straight line of
+# slope 2 is $T^2$ growth.
 
 
 # %%
+def ticks_125(values):
+    """The 1-2-5 ticks spanning values: [0.5, 1, 2, 5, 10, 20, 50]."""
+    low, high = min(values), max(values)
+    ticks = []
+    first, last = int(np.floor(np.log10(low))), int(np.log10(high)) + 1
+    for exp in range(first, last + 1):
+        ticks += [f * 10.0**exp for f in (1, 2, 5)]
+    below = [t for t in ticks if t <= low]
+    start = below[-1] if below else ticks[0]
+    above = [t for t in ticks if t >= high]
+    stop = above[0] if above else ticks[-1]
+    return [t for t in ticks if start <= t <= stop]
+
+
+def millis(n_seconds):
+    return 1e3 * n_seconds
+
+
 def draw(fig, theme):
     mem, secs = fig.subplots(1, 2)
     for ax, ts, plain, tiles, scale, label in (
         (mem, lengths, plain_peak, tiled_peak, mib, "peak memory (MiB)"),
-        (secs, bench_lengths, plain_s, tiled_s, float, "time (s)"),
+        (secs, bench_lengths, plain_s, tiled_s, millis, "time (ms)"),
     ):
         ax.plot(
             ts,
@@ -362,15 +381,28 @@ def draw(fig, theme):
             color=theme.series[0],
             label=f"tiled ({block} x {block} tiles)",
         )
+        shown = [scale(x) for x in (*plain, *tiles)]
+        if ax is secs:
+            ax.plot(
+                ts,
+                [scale(x) for x in sdpa_s],
+                "^--",
+                color=theme.series[2],
+                label="PyTorch SDPA",
+            )
+            shown += [scale(x) for x in sdpa_s]
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(ts, [str(t) for t in ts])
+        y_ticks = ticks_125(shown)
+        ax.set_yticks(y_ticks, [f"{t:g}" for t in y_ticks])
+        ax.minorticks_off()
         ax.set_xlabel("sequence length T (log scale)")
         ax.set_ylabel(label + ", log scale")
         ax.grid(True, alpha=0.4)
+        ax.legend(loc="upper left", fontsize=8)
     mem.set_title(f"Peak memory (H = {n_head}, float64)")
     secs.set_title(f"Time (H = {impl['n_head']}, {impl['dtype']}, bench)")
-    mem.legend(loc="upper left")
 
 
 glue.figure(
@@ -388,6 +420,7 @@ glue.figure(
         f"benchmark report ({impl['n_head']} heads, {impl['dtype']}, T "
         f"from {bench_lengths[0]} to {bench_lengths[-1]}): the tiled pass "
         f"takes {fmt(timing['time_ratio'][-1], 2)} times as long as the "
-        f"plain one at T = {bench_lengths[-1]}."
+        f"plain one at T = {bench_lengths[-1]}, and PyTorch's SDPA "
+        f"{fmt(sdpa_s[-1] / plain_s[-1], 2)} times."
     ),
 )

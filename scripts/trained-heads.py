@@ -171,7 +171,7 @@ def draw_curve(fig, theme):
     ax_loss, ax_acc = fig.subplots(1, 2)
     steps = (np.arange(len(smooth(losses))) + 1) * 25
     ax_loss.plot(steps, smooth(losses), color=theme.series[0])
-    ax_loss.set(xlabel="step", ylabel="loss (copyable tokens)")
+    ax_loss.set(xlabel="step", ylabel="cross-entropy, nats (copyable tokens)")
     ax_loss.set_title("Training loss")
     ax_acc.plot(
         steps,
@@ -286,11 +286,15 @@ def draw_heads(fig, theme):
     cmap.set_bad(theme.masked)
     axes = fig.subplots(N_LAYER, N_HEAD, sharex=True, sharey=True)
     blocked = np.triu(np.ones((T, T), bool), 1)
+    start, length = int(example.start[0]), int(example.length[0])
+    # where the first copy starts, the second starts, the second ends
+    edges = [start - 0.5, start + length - 0.5, start + 2 * length - 0.5]
+    ticks = list(range(0, T, 4))
     for n in range(N_LAYER):
         for h in range(N_HEAD):
             ax = axes[n, h]
             w = example_weights[n, 0, h].numpy()
-            ax.imshow(
+            image = ax.imshow(
                 np.ma.masked_array(w, blocked),
                 cmap=cmap,
                 vmin=0,
@@ -300,11 +304,19 @@ def draw_heads(fig, theme):
             i = n * N_HEAD + h
             label = ", ".join(jobs(i)).replace("_", " ") or "—"
             ax.set_title(f"L{n}H{h}: {label}", fontsize=8)
-            ax.set_xticks(range(T), tokens, fontsize=5)
-            ax.set_yticks(range(T), tokens, fontsize=5)
-            ax.tick_params(length=0, pad=1)
+            ax.set_xticks(ticks, [f"{j}\n{tokens[j]}" for j in ticks])
+            ax.set_yticks(ticks, [f"{j} {tokens[j]}" for j in ticks])
+            ax.tick_params(length=2, pad=1, labelsize=7)
+            for edge in [e for e in edges if e < T - 1]:
+                ax.axvline(edge, color=theme.text, linewidth=0.5)
+                ax.axhline(edge, color=theme.text, linewidth=0.5)
             for side in ax.spines.values():
                 side.set_visible(False)
+            if n == N_LAYER - 1:
+                ax.set_xlabel("key (position, letter)", fontsize=7)
+            if h == 0:
+                ax.set_ylabel("query", fontsize=7)
+    fig.colorbar(image, ax=axes, shrink=0.7, label="attention weight")
 
 
 glue.figure(
@@ -313,8 +325,9 @@ glue.figure(
     "The attention weights of the eight heads on the example sequence: "
     "in layer 0 diagonals one and two places below the main diagonal "
     "(the previous tokens), in layer 1 a diagonal inside the repeat "
-    "that points at the token after the earlier copy",
-    figsize=(7.0, 4.4),
+    "that points at the token after the earlier copy; thin lines mark "
+    "where the first copy starts and where the repeat starts and ends",
+    figsize=(7.6, 4.8),
 )
 
 # %% [markdown]
@@ -405,6 +418,26 @@ glue.value(
 )
 
 
+# without the previous-token head: where layer 1 still looks, against a
+# head that spreads its weight evenly over the keys it may see
+previous_head = int(np.argmax(scores["previous"][:N_HEAD]))  # in layer 0
+with torch.no_grad():
+    _, weights_without, _ = model(held_out.tokens, keep=~flags(previous_head))
+_, prefix_without = induction.head_scores(weights_without, held_out, offset=1)
+queries = torch.nonzero(held_out.copy_from >= 0, as_tuple=True)[1]
+glue.value(
+    "without_previous",
+    {
+        "prefix": [
+            prefix_without[1].min().item(),
+            prefix_without[1].max().item(),
+        ],
+        "uniform": (1.0 / (queries + 1).double()).mean().item(),
+        "accuracy": float(single[previous_head]),
+    },
+)
+
+
 def draw_ablation(fig, theme):
     import matplotlib
 
@@ -479,6 +512,13 @@ glue.value(
             loss_ab.mean().item(),
         ],
         "interaction": (loss_ab - loss_a - loss_b).abs().max().item(),
+        # the same, to one digit, as (mantissa, exponent) for the prose
+        "interaction_digits": [
+            int(part)
+            for part in f"{(loss_ab - loss_a - loss_b).abs().max():.0e}".split(
+                "e"
+            )
+        ],
     },
 )
 
@@ -539,7 +579,6 @@ def noise(*heads, tokens=held_out.tokens):
 
 
 noised = [noise(i)[0] for i in range(n_heads)]
-previous_head = int(np.argmax(scores["previous"][:N_HEAD]))  # in layer 0
 others = [h for h in layers[0] if h != previous_head]
 alone, alone_run = denoise(previous_head)
 # the clean tokens with every layer-0 head from the corrupted run: only
@@ -571,6 +610,28 @@ glue.value(
         "both": 1 - both,
         "both_right": both_run["right"],
         "noised_previous": noised[previous_head],
+    },
+)
+
+
+def ranked(values):
+    """Layer 1's heads, largest value first."""
+    values = np.asarray(values, dtype=float)[layers[1]]
+    return [names[layers[1][i]] for i in np.argsort(-values, kind="stable")]
+
+
+# does where a head looks rank the layer-1 heads as what they do does?
+measures = [copying, restored.numpy(), noised, drop]
+layer_1_prefix = [scores["prefix"][i] for i in layers[1]]
+layer_1_restored = [restored[i].item() for i in layers[1]]
+glue.value(
+    "ranking",
+    {
+        "by_prefix": ranked(scores["prefix"]),
+        "same": all(ranked(m) == ranked(scores["prefix"]) for m in measures),
+        "prefix": [min(layer_1_prefix), max(layer_1_prefix)],
+        "prefix_ratio": max(layer_1_prefix) / min(layer_1_prefix),
+        "restored_ratio": max(layer_1_restored) / min(layer_1_restored),
     },
 )
 order = np.argsort(-restored.numpy(), kind="stable")
@@ -750,8 +811,17 @@ def draw_sweep(fig, theme):
         label="match 2 letters",
     )
     ax.set(xlabel="step", ylabel="accuracy (%)", ylim=(0, 100))
+    for seed in SEEDS:  # legend entries for the line styles
+        ax.plot(
+            [],
+            [],
+            color=theme.muted,
+            linewidth=1.2,
+            linestyle=["-", "--", ":"][seed % 3],
+            label=f"seed {seed}",
+        )
     ax.set_title("Same width, same budget: 1, 2, 4 heads, 3 seeds each")
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="lower right", fontsize=8, ncol=2)
     ax.grid(True, linewidth=0.5)
 
 

@@ -255,6 +255,15 @@ def test_trained_heads_control_scores_only_the_predictable_positions(
         want = predictable(tokens)
         if shaded != want:
             problems.append(f"{letters}: shaded {shaded}, expected {want}")
+        # a tick or a cross only where the repeat determines the letter
+        marked = page.evaluate(
+            """root => [...document.querySelector(root).querySelectorAll(
+                 'table[data-role="predictions"] tbody tr:nth-child(3) td'
+               )].map(td => /[\u2713\u2717]/.test(td.textContent))""",
+            ROOT,
+        )
+        if marked != want:
+            problems.append(f"{letters}: marked {marked}, expected {want}")
         _, guess, _ = expected(model, tokens, every)
         right = sum(
             guess[i] == tokens[i + 1] for i in range(len(tokens)) if want[i]

@@ -133,9 +133,12 @@
       var others = otherResult.output.map(function (row) {
         return w.format(row[0]);
       });
+      var shown = "[" + others.join(", ") + "]";
       status.textContent = "The " + MASKS[other].split(" (")[0] +
-        " mask gives [" + others.join(", ") + "] instead" +
-        (c === 0 ? ": with no cache the two masks agree." : ".");
+        (c === 0
+          ? " mask gives the same " + shown +
+            ": with no cache the two masks agree."
+          : " mask gives " + shown + " instead.");
     }
 
     render();

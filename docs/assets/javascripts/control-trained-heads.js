@@ -267,7 +267,10 @@
           return w.el("td", shade(i, { text: letters[token] }));
         })),
         row("predicts", guess.map(function (g, i) {
-          var next = i + 1 < t ? tokens[i + 1] : null;
+          // right or wrong only where the repeat determines the next
+          // letter: elsewhere it is random, and a cross would blame the
+          // model for what no model can know
+          var next = known[i] && i + 1 < t ? tokens[i + 1] : null;
           var mark = next === null ? "" : (g === next ? " \u2713" : " \u2717");
           return w.el("td", shade(i, {
             "data-token": letters[g],
