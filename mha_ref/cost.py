@@ -21,9 +21,13 @@ class NotAnIntegerError(ValueError, TypeError):
 
 
 def _size(value, name):
-    if isinstance(value, bool) or not isinstance(value, Integral):
+    # a Python int: the counts stay exact however large they grow, where
+    # NumPy's int64 would wrap around past 2**63 without a word
+    if isinstance(value, bool) or not isinstance(value, int):
+        numpy = isinstance(value, Integral)  # np.int64, say
         raise NotAnIntegerError(
             f"{name} must be a positive int, got {value!r}"
+            + (f": pass int({name}), NumPy ints overflow" if numpy else "")
         )
     if value <= 0:
         raise ValueError(f"{name} must be positive, got {value}")
@@ -53,7 +57,8 @@ def _heads(d_model, n_head, n_kv_head, d_head):
 def checked(sizes, heads=None, flags=None, bytes_per_value=1, last=False):
     """Every argument of a cost function, checked in one call.
 
-    sizes {name: value}: positive ints (a float, even 4.0, is refused).
+    sizes {name: value}: positive Python ints (a float, even 4.0, is
+    refused, and so is a NumPy int, whose products wrap around).
     heads (d_model, n_head, n_kv_head, d_head): returns the layer's
     (n_kv_head, d_head). flags {name: value}: True or False.
     bytes_per_value: a positive number (0.5 for 4-bit values). last:
@@ -246,8 +251,8 @@ def kv_cache_bytes(
     """Bytes of the keys and values one sequence of ``tokens`` caches.
 
     window: the size of a sliding window (a query sees itself and the
-    window - 1 keys before it, Mistral's and Hugging Face's
-    sliding_window). Its cache keeps only the last window - 1 tokens,
+    window - 1 keys before it, Hugging Face's sliding_window, also
+    for its Mistral port). Its cache keeps only the last window - 1 tokens,
     which the next query can still see, as kv_cache.RollingKVCache and
     Hugging Face's DynamicSlidingWindowLayer keep between steps.
 

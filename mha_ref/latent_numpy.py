@@ -265,7 +265,8 @@ class MultiHeadLatentAttention:
         else:  # q = RMSNorm(x W_DQ) W_UQ: a bottleneck for the queries
             c_q = rms_norm(x @ self.q_a_proj, self.q_a_layernorm)
             q = c_q @ self.q_b_proj  # (B, T, q_lora_rank) -> (.., H * d_qk)
-        q = q.reshape(b, t, self.n_head, -1).transpose(0, 2, 1, 3)
+        d_qk = q.shape[-1] // self.n_head  # not -1: B may be 0
+        q = q.reshape(b, t, self.n_head, d_qk).transpose(0, 2, 1, 3)
         # (B, H, T, d_qk): the content part, then the position part
         q_nope, q_rope = np.split(q, [self.qk_nope_head_dim], axis=-1)
         return q_nope, self.rotate(q_rope, positions)

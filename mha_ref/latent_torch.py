@@ -182,7 +182,8 @@ class MultiHeadLatentAttention(nn.Module):
         else:  # q = RMSNorm(x W_DQ) W_UQ: a bottleneck for the queries
             c_q = self.q_a_layernorm(self.q_a_proj(x))
             q = self.q_b_proj(c_q)  # (B, T, q_lora_rank) -> (.., H * d_qk)
-        q = q.view(b, t, self.n_head, -1).transpose(1, 2)
+        d_qk = q.shape[-1] // self.n_head  # not -1: B may be 0
+        q = q.view(b, t, self.n_head, d_qk).transpose(1, 2)
         # (B, H, T, d_qk): the content part, then the position part
         q_nope, q_rope = q.split(
             [self.qk_nope_head_dim, self.qk_rope_head_dim], dim=-1

@@ -611,8 +611,8 @@ glue.table(
 
 
 def spread(r):
-    """median (min-max), two significant figures."""
-    return f"{fmt(r['median'], 2)} ({fmt(r['min'], 2)}–{fmt(r['max'], 2)})"
+    """median (min-max), three significant figures."""
+    return f"{fmt(r['median'], 3)} ({fmt(r['min'], 3)}–{fmt(r['max'], 3)})"
 
 
 glue.table(
@@ -694,7 +694,7 @@ glue.table(
         for label, keys in (
             ("SDPA, default", ("default_is_rounded", "default_is_wide")),
             ("SDPA, math backend", ("math_is_rounded", "math_is_wide")),
-            ("`torch_ref.attention`", ("ours_is_rounded", "ours_is_wide")),
+            ("ours", ("ours_is_rounded", "ours_is_wide")),
         )
     ],
     "lll",

@@ -1400,15 +1400,20 @@ def layer_shapes(batch, tq, tk, d_model, n_head, n_kv_head, d_head, rows):
 
 
 def cost_size(data, good):
-    """A size: an int (NumPy's too); 0, -1, 2.0 or True if faulty."""
+    """A size: an int; 0, -1, 2.0 or True if faulty."""
     return pick(data, good, 0, -1, float(good), True)
+
+
+def is_size(value):
+    """A Python int >= 1: what the cost model takes (its counts exact)."""
+    return type(value) is int and value >= 1
 
 
 def cost_heads(data):
     """(d_model, n_head, n_kv_head, d_head), sometimes not dividing."""
     n_head = cost_size(data, data.draw(st.sampled_from([1, 2, 4])))
     d_head = data.draw(st.sampled_from([None, None, 3]))
-    good = n_head * data.draw(st.integers(1, 3)) if is_int(n_head, 1) else 4
+    good = n_head * data.draw(st.integers(1, 3)) if is_size(n_head) else 4
     d_model = cost_size(data, pick(data, good, good + 1))
     n_kv = data.draw(st.sampled_from([None, 1, 2]))
     return d_model, n_head, pick(data, n_kv, 3, 0), d_head
@@ -1416,14 +1421,14 @@ def cost_heads(data):
 
 def heads64(d_model, n_head, n_kv_head, d_head):
     """(n_kv_head, d_head) as the layer has them, or REFUSE."""
-    if not (is_int(d_model, 1) and is_int(n_head, 1)):
+    if not (is_size(d_model) and is_size(n_head)):
         return REFUSE
     if d_head is None:
         if d_model % n_head:
             return REFUSE
         d_head = d_model // n_head
     n_kv_head = n_head if n_kv_head is None else n_kv_head
-    if not (is_int(n_kv_head, 1) and is_int(d_head, 1)):
+    if not (is_size(n_kv_head) and is_size(d_head)):
         return REFUSE
     return REFUSE if n_head % n_kv_head else (int(n_kv_head), int(d_head))
 
@@ -1449,7 +1454,9 @@ def flops_case(function):
     def make(data):
         # counts beyond 2**63 (the tiled count walks its tiles: not there)
         huge = data.draw(st.integers(0, 5)) == 0 and function != "tiled_flops"
-        scale = np.int64(2**20) if huge else 1
+        scale = 1  # huge: exact in Python ints, refused as NumPy's
+        if huge:
+            scale = data.draw(st.sampled_from([2**20, np.int64(2**20)]))
         batch = cost_size(data, data.draw(st.integers(1, 3)) * scale)
         tq = cost_size(data, data.draw(st.integers(1, 4)) * scale)
         tk = cost_size(data, data.draw(st.integers(1, 6)) * scale)
@@ -1474,7 +1481,7 @@ def flops_case(function):
         heads = heads64(
             d_model, n_head, kwargs["n_kv_head"], kwargs.get("d_head")
         )
-        if heads is REFUSE or not all(is_int(s, 1) for s in sizes):
+        if heads is REFUSE or not all(is_size(s) for s in sizes):
             return REFUSE
         batch, tq, tk, d_model, n_head = (int(s) for s in sizes)
         n_kv, d_head = heads
@@ -1498,7 +1505,7 @@ def flops_case(function):
             pairs = sum(range(tk - tq + 1, tk + 1))  # keys up to each query
             if function == "tiled_flops":
                 bq, bk = kwargs["block_q"], kwargs["block_k"]
-                if not (is_int(bq, 1) and is_int(bk, 1)):
+                if not (is_size(bq) and is_size(bk)):
                     return REFUSE
                 pairs = causal_tiles64(tq, tk, bq, bk)[2]
             pair_flops = 2 * batch * n_head * pairs * d_head
@@ -1559,7 +1566,7 @@ def causal_tiles_case():
         return lambda: ((tq, tk, bq, bk), {})
 
     def oracle(tq, tk, block_q, block_k):
-        if not all(is_int(s, 1) for s in (tq, tk, block_q, block_k)):
+        if not all(is_size(s) for s in (tq, tk, block_q, block_k)):
             return REFUSE
         return REFUSE if tq > tk else causal_tiles64(tq, tk, block_q, block_k)
 
@@ -1575,11 +1582,11 @@ def kv_cache_bytes_case():
 
     def oracle(n_layer, n_kv_head, d_head, tokens, bytes_per_value, window):
         sizes = (n_layer, n_kv_head, d_head, tokens)
-        if not all(is_int(s, 1) for s in sizes) or not good_bytes(
+        if not all(is_size(s) for s in sizes) or not good_bytes(
             bytes_per_value
         ):
             return REFUSE
-        if window is not None and not is_int(window, 1):
+        if window is not None and not is_size(window):
             return REFUSE
         held = tokens if window is None else min(tokens, window - 1)
         # K and V, each (n_layer, n_kv_head, held, d_head)
@@ -1600,7 +1607,7 @@ def saved_activation_case():
         return lambda: (args, {"weights": weights})
 
     def oracle(batch, t, d_model, n_head, bytes_per_value, weights):
-        if not (is_int(batch, 1) and is_int(t, 1)):
+        if not (is_size(batch) and is_size(t)):
             return REFUSE
         if heads64(d_model, n_head, None, None) is REFUSE:
             return REFUSE
