@@ -37,6 +37,7 @@ CODE_EDIT = "mha_ref/numpy_ref.py"
 # The Makefile's commands, relative to the copy's root (its .venv links
 # to ours): VENV := .venv, PY := $(VENV)/bin/python.
 VENV = ".venv"
+STAMP = f"{VENV}/.installed-stamp"
 PY = f"{VENV}/bin/python"
 GENERATE = [PY, "-m", "pipeline"]
 CHECK = [PY, "-m", "pipeline.check"]
@@ -292,6 +293,21 @@ def _edit_section(path, section, marker):
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
+def make_command(repo, target):
+    """make in the copy, with the Makefile's venv (the link) and its
+    stamp left alone: never a venv set-up or pip install in ours."""
+    return [
+        "make",
+        "-C",
+        str(repo),
+        "-o",
+        STAMP,
+        f"VENV={VENV}",
+        f"PY={VENV}/bin/python",
+        target,
+    ]
+
+
 def bench_serve(repo, runs):
     """`make serve` as typed, in the copy: from empty outputs to the site
     served (the venv exists: set-up not timed), then an edit of a
@@ -299,8 +315,6 @@ def bench_serve(repo, runs):
     as served, both show it. Ctrl-C then must leave nothing running."""
     import signal
     import socket
-
-    from bench.suite import make_command
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

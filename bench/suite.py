@@ -20,12 +20,16 @@ import shutil
 import subprocess
 import time
 
-from bench.build_times import TRAINED, VENV, generation_total, ran_seconds
+from bench.build_times import (
+    TRAINED,
+    generation_total,
+    make_command,
+    ran_seconds,
+)
 from bench.timing import CHILD_ENV, say, summary
 
 TARGETS = {"test": 300.0, "fast": 60.0}
 EMPTIED = ("docs/generated", ".cache", "site", "site-zensical")
-STAMP = f"{VENV}/.installed-stamp"
 # make run by make (make bench) inherits these; the copy's make must not
 # (a -j jobserver, command-line variables of the outer make)
 MAKE_VARS = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
@@ -43,21 +47,6 @@ RE_COUNT = re.compile(r"(\d+) ([a-z]+)")
 # this line, then runs the other tests: one pytest summary each
 UNITS_MARK = "--- unit tests, run beside the build"
 PLURAL = {"error": "errors", "warning": "warnings"}
-
-
-def make_command(repo, target):
-    """make in the copy, with the Makefile's venv (the link) and its
-    stamp left alone: never a venv set-up or pip install in ours."""
-    return [
-        "make",
-        "-C",
-        str(repo),
-        "-o",
-        STAMP,
-        f"VENV={VENV}",
-        f"PY={VENV}/bin/python",
-        target,
-    ]
 
 
 def pytest_summary(output):

@@ -11,7 +11,7 @@ mirrors live here (no torch needed), so they refuse the same inputs.
 
 import numpy as np
 
-from mha_ref import checks
+from mha_ref import checks, numpy_ref
 
 SHAPE_NAMES = (
     "kv_lora_rank",
@@ -363,8 +363,3 @@ class MultiHeadLatentAttention:
         merged = out.transpose(0, 2, 1, 3).reshape(b, t, h * d_v)
         return merged @ self.o_proj, weights  # (B, T, d_model)
         # --8<-- [end:mla-forward]
-
-
-# last: numpy_ref re-exports this module's class at its end, so either
-# module can be imported first (the names above exist by then)
-from mha_ref import numpy_ref  # noqa: E402

@@ -16,7 +16,7 @@ import math
 import torch
 from torch import nn
 
-from mha_ref import checks, latent_numpy
+from mha_ref import checks, kv_cache, latent_numpy, torch_ref
 from mha_ref.latent_numpy import latent_shapes, state_dict_shapes
 
 # DeepSeek-V3's published attention shapes (its config.json on the
@@ -603,8 +603,3 @@ def yarn_mscale(factor, mscale=1.0):
         return 1.0
     return 0.1 * mscale * math.log(factor) + 1.0
     # --8<-- [end:yarn-mscale]
-
-
-# last: torch_ref re-exports this module's class at its end, so either
-# module can be imported first (the names above exist by then)
-from mha_ref import kv_cache, torch_ref  # noqa: E402

@@ -5,6 +5,7 @@ Masks are boolean with True = blocked. The site includes the named
 sections of this file; torch_ref.py mirrors its names and order.
 """
 
+import importlib
 import math
 
 import numpy as np
@@ -709,4 +710,14 @@ def linear_backward(x, weight, dy):
     # --8<-- [end:linear-backward]
 
 
-from mha_ref.latent_numpy import MultiHeadLatentAttention  # noqa: E402, F401
+def __getattr__(name):
+    """numpy_ref.MultiHeadLatentAttention, defined in latent_numpy.py.
+
+    Loaded on first use, by name (PEP 562), so that latent_numpy may import
+    this module without a circle, and a page that does not use latent
+    attention neither loads nor carries it.
+    """
+    if name == "MultiHeadLatentAttention":
+        latent = importlib.import_module("mha_ref.latent_numpy")
+        return latent.MultiHeadLatentAttention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -671,4 +671,14 @@ def to_numpy(module):
     return twins.to_numpy(module)
 
 
-from mha_ref.latent_torch import MultiHeadLatentAttention  # noqa: E402, F401
+def __getattr__(name):
+    """torch_ref.MultiHeadLatentAttention, defined in latent_torch.py.
+
+    Loaded on first use, by name (PEP 562), so that latent_torch may import
+    this module without a circle, and a page that does not use latent
+    attention neither loads nor carries it.
+    """
+    if name == "MultiHeadLatentAttention":
+        latent = importlib.import_module("mha_ref.latent_torch")
+        return latent.MultiHeadLatentAttention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

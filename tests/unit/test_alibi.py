@@ -183,3 +183,20 @@ def test_alibi_bias_names_a_bad_input(ref, slopes, q_pos, error, words):
         slopes = torch.tensor(slopes, dtype=torch.float64)
     with pytest.raises(error, match=re.escape(words)):
         ref.alibi_bias(slopes, q_pos, [0, 1])
+
+
+@MIRRORS
+def test_alibi_slopes_take_a_numpy_int(ref):
+    # np.int64 has no bit_length(): it raised AttributeError
+    got = values(ref.alibi_slopes(np.int64(6)))
+    np.testing.assert_allclose(got, paper_slopes(6), rtol=1e-15)
+
+
+@MIRRORS
+def test_alibi_bias_reads_iterator_positions_once(ref):
+    # torch.as_tensor(iterator) raised RuntimeError; NumPy refused it
+    got = ref.alibi_bias([0.5, 0.25], iter([2, 3]), (k for k in range(3)))
+    want = -np.array([0.5, 0.25])[:, None, None] * (
+        np.array([2.0, 3.0])[:, None] - np.arange(3.0)[None, :]
+    )
+    np.testing.assert_allclose(values(got), want, rtol=1e-7)

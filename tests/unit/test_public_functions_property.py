@@ -1668,7 +1668,8 @@ def latent_parts64(module, x, positions=None):
     else:  # RMSNorm(x W_DQ) W_UQ
         c_q = rms64(x @ sd["q_a_proj.weight"].T, sd["q_a_layernorm.weight"])
         q = c_q @ sd["q_b_proj.weight"].T
-    q = q.reshape(b, t, h, -1).transpose(0, 2, 1, 3)  # (B, H, T, d_qk)
+    d_qk = d_nope + module.qk_rope_head_dim
+    q = q.reshape(b, t, h, d_qk).transpose(0, 2, 1, 3)  # (B, H, T, d_qk)
     both = x @ sd["kv_a_proj_with_mqa.weight"].T  # (B, T, d_c + d_r)
     c_kv = rms64(both[..., :d_c], sd["kv_a_layernorm.weight"])
     positions = np.arange(t) if positions is None else f64(positions)
