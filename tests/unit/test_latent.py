@@ -429,3 +429,74 @@ def test_mla_on_cuda_matches_cpu(dtype):
             gpu, x.cuda(), [3, 1, 1, 2], absorbed
         )
         torch.testing.assert_close(got.cpu(), want, **tol)
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("absorbed", [False, True])
+def test_mla_of_an_empty_batch_is_empty(framework, absorbed):
+    # B = 0: q.view(b, t, H, -1) raised torch's (and NumPy's) own error
+    module = random_mla()
+    x = torch.zeros(0, 5, SHAPES[0], dtype=torch.float64)
+    if framework == "numpy":
+        mirror = latent_numpy.MultiHeadLatentAttention(*SHAPES)
+        y, w = mirror(x.numpy(), absorbed=absorbed)
+    else:
+        y, w = module(x, absorbed=absorbed)
+    assert tuple(y.shape) == (0, 5, SHAPES[0])
+    assert tuple(w.shape) == (0, SHAPES[1], 5, 5)
+    assert latent_torch.cached_latent_forward(module, x, [3, 2]).shape[0] == 0
+
+
+def test_rms_norm_matches_its_formula_and_names_bad_input():
+    gen = np.random.default_rng(0)
+    x, gain = gen.standard_normal((2, 3, 4)), gen.standard_normal(4)
+    want = x / np.sqrt((x**2).mean(-1, keepdims=True) + 1e-6) * gain
+    np.testing.assert_allclose(latent_numpy.rms_norm(x, gain), want, **TOL)
+    norm = latent_torch.RMSNorm(4, dtype=torch.float64)
+    with torch.no_grad():
+        norm.weight.copy_(torch.from_numpy(gain))
+    got = norm(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(got, want, **TOL)
+    # NaN, a negative eps (sqrt of < 0) gave NaN; a misfit x or d < 1
+    # raised NumPy's or torch's own error
+    bad_x = np.where(np.arange(4) == 0, np.nan, x)
+    with pytest.raises(ValueError, match="x of shape"):
+        latent_numpy.rms_norm(bad_x, gain)
+    with pytest.raises(ValueError, match="x of shape"):
+        norm(torch.from_numpy(bad_x))
+    with pytest.raises(ValueError, match="eps must be positive"):
+        latent_numpy.rms_norm(np.zeros((1, 4)), gain, eps=-1.0)
+    with pytest.raises(ValueError, match="eps must be positive"):
+        latent_torch.RMSNorm(4, eps=float("nan"))
+    with pytest.raises(ValueError, match="must end in the d = 4 features"):
+        norm(torch.zeros(2, 3, dtype=torch.float64))
+    with pytest.raises(ValueError, match="d must be positive"):
+        latent_torch.RMSNorm(-1)
+
+
+def test_rope_on_the_content_keys_refuses_nan():
+    module = random_mla(shapes=(24, 3, 10, 6, 4, 5))
+    x = random_x()
+    x[0, 0, 0] = float("nan")  # gave NaN scores, silently
+    with pytest.raises(ValueError, match="holds nan"):
+        latent_torch.rope_on_the_content_keys(module, x, torch.arange(7))
+
+
+def test_decode_step_flops_refuse_absorbed_that_is_not_a_bool():
+    # "no" is truthy: it counted the absorbed form
+    with pytest.raises(TypeError, match="absorbed must be True or False"):
+        latent_torch.decode_step_flops(latent_torch.DEEPSEEK_V3, 8, "no")
+
+
+@pytest.mark.parametrize(
+    ("factor", "mscale", "error"),
+    [
+        (float("nan"), 1.0, ValueError),  # nan <= 1 is False: returned nan
+        (40.0, float("nan"), ValueError),
+        (float("inf"), 1.0, ValueError),
+        ("40", 1.0, TypeError),
+    ],
+)
+def test_yarn_mscale_names_a_bad_input(factor, mscale, error):
+    with pytest.raises(error, match=r"factor|mscale"):
+        latent_torch.yarn_mscale(factor, mscale)

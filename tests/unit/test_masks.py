@@ -328,3 +328,46 @@ def test_cross_keys_values_refuse_rope_and_a_bad_source():
     rope = torch_ref.MultiHeadAttention(8, 2, rope=True, dtype=torch.float64)
     with pytest.raises(ValueError, match="self-attention only"):
         kv_cache.cross_keys_values(rope, torch.zeros(1, 3, 8).double())
+
+
+@pytest.mark.parametrize("dtype", [np.uint16, np.uint32, np.uint64])
+def test_document_ids_take_unsigned_lengths(ref, dtype):
+    # torch has no repeat_interleave for uint16/32 (NotImplementedError),
+    # NumPy's repeat refused uint64 counts with its own cast error
+    lengths = np.array([2, 1, 3], dtype=dtype)
+    if ref is torch_ref and dtype != np.uint64:
+        lengths = torch.from_numpy(lengths)
+    assert as_numpy(ref.document_ids(lengths)).tolist() == [0, 0, 1, 2, 2, 2]
+    blocked = as_numpy(ref.packed_causal_mask(lengths))
+    ids = [0, 0, 1, 2, 2, 2]
+    want = by_pairs(lambda q, k: ids[q] != ids[k] or k > q, range(6), range(6))
+    np.testing.assert_array_equal(blocked, want)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bool])
+def test_document_ids_refuse_a_float_or_bool_tensor_naming_it(dtype):
+    # the guard's message read .dtype of None: AttributeError
+    with pytest.raises(TypeError, match="lengths must be positive integers"):
+        torch_ref.document_ids(torch.ones(2, dtype=dtype))
+
+
+@pytest.mark.parametrize(
+    ("q_pos", "match"),
+    [
+        ([np.nan], "holds nan"),  # was cast to -2**63 without a word
+        ([0.5], "must hold whole numbers"),  # was cast to 0
+        (["a"], "must hold integer"),
+    ],
+)
+def test_position_pairs_refuse_what_is_not_whole(ref, q_pos, match):
+    with pytest.raises((ValueError, TypeError), match=match):
+        ref.position_pairs(q_pos, [0, 1])
+
+
+def test_position_pairs_of_empty_batched_positions_are_empty(ref):
+    # (B, 0) positions: reshape(-1, 1, 0, 1) raised torch's own error
+    q, k = ref.position_pairs(np.zeros((2, 0), int), np.zeros((2, 3), int))
+    assert tuple(q.shape) == (2, 1, 0, 1)
+    assert tuple(k.shape) == (2, 1, 1, 3)
+    blocked = ref.sliding_window_mask(np.zeros((2, 0), int), [0, 1], 2)
+    assert tuple(blocked.shape) == (2, 1, 0, 2)

@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
@@ -46,7 +46,6 @@ EXAMPLES = settings(
     deadline=None,
     database=None,
     derandomize=True,  # the same examples on every run
-    phases=[Phase.explicit, Phase.reuse, Phase.generate],  # DEV
     suppress_health_check=[HealthCheck.too_slow],
 )
 REFUSE = object()  # the oracle's answer for input no function can serve

@@ -382,3 +382,59 @@ def test_attention_torch_refuses_a_numpy_bias(gen):
     q, k, v, mask, bias, _ = case(gen)
     with pytest.raises(TypeError, match=r"bias must be a torch\.Tensor"):
         torch_ref.attention(q, k, v, mask, bias=bias.numpy())
+
+
+def sink_weights64(scores, sinks):
+    """softmax over [scores, sink] in float64, the sink's column dropped."""
+    sink = np.broadcast_to(sinks[:, None, None], (*scores.shape[:-1], 1))
+    both = np.concatenate([scores, sink], axis=-1)
+    weights = np.exp(both - both.max(axis=-1, keepdims=True))
+    return (weights / weights.sum(axis=-1, keepdims=True))[..., :-1]
+
+
+@MIRRORS
+def test_softmax_with_sinks_matches_the_formula(gen, ref):
+    scores, sinks = randn(gen, 2, 3, 4), randn(gen, 2)
+    scores[..., -1] = -math.inf  # a masked key
+    want = sink_weights64(scores.numpy(), sinks.numpy())
+    if ref is numpy_ref:
+        scores, sinks = scores.numpy(), sinks.numpy()
+    got = ref.softmax_with_sinks(scores, sinks)
+    np.testing.assert_allclose(np.asarray(got), want, **TOL)
+
+
+@MIRRORS
+@pytest.mark.parametrize(
+    ("where", "value", "error", "words"),
+    [
+        ("scores", math.nan, ValueError, r"holds? nan"),  # was NaN
+        ("sinks", math.nan, ValueError, r"holds? nan"),
+        ("sinks", math.inf, ValueError, r"holds? inf"),
+        ("length", None, ValueError, "one logit per query head"),
+        ("heads axis", None, ValueError, "sinks need a heads axis"),
+    ],
+)
+def test_softmax_with_sinks_names_a_bad_input(
+    gen, ref, where, value, error, words
+):
+    # torch's mirror returned NaN for NaN or +inf, raised torch's own
+    # expand error for a wrong length; one sink broadcast to every head
+    scores, sinks = randn(gen, 2, 3, 4), randn(gen, 2)
+    if where == "scores":
+        scores[0, 0, 0] = value
+    elif where == "sinks":
+        sinks[1] = value
+    elif where == "length":
+        sinks = sinks[:1]  # (1,) for 2 heads
+    else:
+        scores = scores[0]  # (Tq, Tk): no heads axis
+    if ref is numpy_ref:
+        scores, sinks = scores.numpy(), sinks.numpy()
+    with pytest.raises(error, match=words):
+        ref.softmax_with_sinks(scores, sinks)
+
+
+def test_softmax_with_sinks_torch_refuses_integer_scores():
+    scores = torch.zeros(1, 1, 2, dtype=torch.long)
+    with pytest.raises(TypeError, match="scores must be a floating tensor"):
+        torch_ref.softmax_with_sinks(scores, torch.zeros(1))

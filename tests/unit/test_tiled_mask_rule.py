@@ -304,3 +304,26 @@ def test_tiled_mask_rule_of_the_other_mirror_gives_the_same(ref):
     )
     got = run(ref, q, k, v, mask_rule=rules(other)["chunked"], block_q=7)
     np.testing.assert_allclose(got, want, **TOL)
+
+
+@pytest.mark.parametrize(
+    ("broken", "error", "words"),
+    [
+        (lambda q, k: 0, TypeError, "must return a boolean mask"),
+        (
+            lambda q, k: np.zeros((len(q), len(k)), dtype=np.int64),
+            TypeError,
+            "must return a boolean mask",
+        ),
+        (
+            lambda q, k: np.zeros((len(q) + 1, len(k)), dtype=bool),
+            ValueError,
+            "must broadcast to the tile",
+        ),
+    ],
+)
+def test_tiles_computed_checks_what_the_rule_returns(broken, error, words):
+    # the count took any answer: 0.all() raised AttributeError, and an
+    # int or misfit mask was counted as if it were the tile's
+    with pytest.raises(error, match=words):
+        tiled.tiles_computed(broken, range(4), range(4), 2, 2)
