@@ -742,7 +742,6 @@ alibi = glue.value(
         },
     },
 )
-print(alibi)
 
 # %% [markdown]
 # ## The two meanings of "sink"
@@ -939,7 +938,6 @@ for name, (values, dtype) in rows_of_scores.items():
             "vs_own": None if nan else float((weights - own).abs().max()),
         }
     fills[name]["own"] = own
-print(fills)
 fills = glue.value("fills", fills)
 
 

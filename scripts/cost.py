@@ -211,7 +211,7 @@ glue.table(
 )
 
 # %% [markdown]
-# ## Where the $T^2$ term overtakes the $d^2$ term
+# ## Where the T² term overtakes the d² term
 #
 # The projections grow as $T d_\text{model}^2$, the scores and the
 # weighted sum as $T^2 d_\text{model}$. The smallest $T$ at which the
@@ -1052,7 +1052,7 @@ def fitted(measure, fit_at, check_at):
     kinds = {kind for bytes_by in runs.values() for kind in bytes_by}
     fits = {
         kind: polynomial([(t, runs[t].get(kind, 0)) for t in fit_at])
-        for kind in kinds
+        for kind in sorted(kinds)  # a set: sorted, so the output is fixed
     }
     for kind, fit in fits.items():
         if fit(check_at) != runs[check_at].get(kind, 0):

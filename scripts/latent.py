@@ -76,7 +76,6 @@ rank = glue.value(
         "keys_values": torch.linalg.matrix_rank(keys_values),
     },
 )
-print(rank)
 
 # %% [markdown]
 # ## Absorption: the two forms agree
@@ -101,7 +100,6 @@ absorption = glue.value(
         "numpy_difference": np.abs(y_numpy - y_naive.detach().numpy()).max(),
     },
 )
-print(absorption)
 
 # %% [markdown]
 # ## The absorbed form is multi-query attention
@@ -185,7 +183,6 @@ rope_try = glue.value(
         "per_key": per_key,
     },
 )
-print(rope_try)
 
 # %% [markdown]
 # ## Decoding with the latent cache
@@ -576,7 +573,6 @@ yarn_pairs = glue.value(
         "blended": (~kept & ~divided).sum(),
     },
 )
-print(yarn_pairs)
 with torch.device("meta"):  # shapes only: no memory for 187M weights
     v3_layer = latent_torch.MultiHeadLatentAttention(**V3)
 glue.value(

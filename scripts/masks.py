@@ -236,7 +236,6 @@ effects = glue.value(
         "later_rows": float(row_moves[changed_key:].max()),
     },
 )
-print(effects)
 
 # %% [markdown]
 # ## A window in a stack of layers
@@ -276,7 +275,6 @@ receptive = glue.value(
         "predicted": -(-(T - 1) // (WINDOW - 1)),  # ceil((T-1) / (W-1))
     },
 )
-print(receptive)
 
 # %% [markdown]
 # ## A prefix LM through a cache: the prefix in one chunk
@@ -308,7 +306,6 @@ prefix_cache = glue.value(
         "split_diff": through_chunks(split_prefix),
     },
 )
-print(prefix_cache)
 
 # %% [markdown]
 # ## Encoder against decoder, on a padded batch
@@ -411,7 +408,6 @@ cross = glue.value(
         "padding_effect": float((junk - full).abs().max()),
     },
 )
-print(cross)
 
 # %% [markdown]
 # ## Three documents packed into one sequence
@@ -512,7 +508,6 @@ rolling = glue.value(
         "bound": s_roll + w_roll - 1,
     },
 )
-print(rolling)
 
 # %% [markdown]
 # ## Rolling against full cache at long lengths

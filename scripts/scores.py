@@ -515,7 +515,6 @@ alibi = {
     },
     "tex": {name: tex(x) for name, x in causal_vs_ours.items()},
 }
-print(alibi)
 alibi = glue.value("alibi", alibi)
 glue.table(
     "scores-alibi-slopes",

@@ -7,14 +7,13 @@ failed run included): no command is run here.
 """
 
 from bench import report
-from bench.build_times import generation_total, ran_seconds
-from bench.suite import (
+from bench.build_times import (
     STAMP,
-    UNITS_MARK,
+    generation_total,
     make_command,
-    pytest_summary,
-    suite_summaries,
+    ran_seconds,
 )
+from bench.suite import UNITS_MARK, pytest_summary, suite_summaries
 
 GENERATION = """\
   cached about

@@ -242,8 +242,6 @@
         attributes["data-predictable"] = "true";
         attributes.class = ((attributes.class || "") +
                             " mha-predictable").trim();
-        attributes.style = "background: var(--md-accent-fg-color--" +
-                           "transparent)";
         attributes.title = "the repeat determines the next letter";
       }
       return attributes;
