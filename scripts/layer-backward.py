@@ -205,16 +205,17 @@ tiled_max_diff = float(max(diffs.values()))
 # bytes too): the smaller of the two peaks is the call's own.
 # `gc.freeze()` keeps the objects alive before the call out of those
 # collections, which then take milliseconds instead of a third of a
-# second. A small Python object (56 bytes) is alive at the peak on some
-# runs and not on others: the peaks are rounded down to a whole KiB.
+# second. A few small Python objects are alive at the peak on some
+# runs and not on others (up to about a KiB, which can cross a KiB
+# boundary): the peaks are rounded to the nearest 16 KiB.
 # Causal backward, 1 sequence of 2 heads of size 64 in float64, blocks
 # of 64 x 64, as $T$ doubles; both calls include the forward pass.
 
 
 # %%
 def peak_kib(fn, *args, **kwargs):
-    """peak_bytes_numpy rounded down to a whole KiB (1024 bytes)."""
-    return 1024 * (peak_bytes_numpy(fn, *args, **kwargs) // 1024)
+    """peak_bytes_numpy rounded to the nearest 16 KiB (16384 bytes)."""
+    return 16384 * round(peak_bytes_numpy(fn, *args, **kwargs) / 16384)
 
 
 rng = np.random.default_rng(0)  # T = 128: the inputs above
