@@ -176,8 +176,8 @@ def markdown(w):
         "",
         "## Page weight (first view, cold cache, headless Chromium)",
         "",
-        "Every page at 1280 x 900, served without compression (a host "
-        "that gzips sends about a third): the bytes of every response "
+        "Every page at 1280 x 900, text served gzip-compressed as "
+        "GitHub Pages serves it: the bytes of every response "
         "from the navigation to the load event and those in flight "
         "then, without a scroll or a click. 1 kB = 1000 bytes.",
         "",
