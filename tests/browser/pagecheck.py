@@ -333,13 +333,21 @@ AXE = Path(__file__).parent / "vendor" / "axe.min.js"
 AXE_FAILS = ("serious", "critical")
 # Runs axe once the page has settled (two frames after the call, for the
 # layout after a scheme or viewport change, and its CSS transitions
-# done); serious and critical findings only.
-_AXE_RUN = """async ({options, fails}) => {
-  await new Promise(done =>
-    requestAnimationFrame(() => requestAnimationFrame(done)));
-  // colours mid-transition (Material animates some) are not the page's
-  await Promise.all(document.getAnimations().map(a => a.finished));
-  const result = await axe.run(document, options);
+# done); serious and critical findings only. `context` is axe's: the
+# document, or {include: [[selector]]}.
+_SETTLED = """async (waitMs) => {
+  const frame = () => new Promise(done => requestAnimationFrame(done));
+  await frame(); await frame();
+  // colours mid-transition (Material animates some) are not the page's.
+  // Polled, not awaited: Chromium drops a transition it replaces without
+  // settling its finished promise.
+  getComputedStyle(document.body).color;  // start any pending transition
+  const end = performance.now() + waitMs;
+  while (document.getAnimations().some(a => a.playState === "running") &&
+         performance.now() < end) await frame();
+}"""
+_AXE_RUN = """async ({context, options, fails}) => {
+  const result = await axe.run(context || document, options);
   return result.violations.filter(v => fails.includes(v.impact)).map(v => ({
     id: v.id, impact: v.impact, help: v.help, n: v.nodes.length,
     html: v.nodes[0].html.slice(0, 120),
@@ -348,22 +356,95 @@ _AXE_RUN = """async ({options, fails}) => {
   }));
 }"""
 
+# The rules whose verdict on an element depends only on how it looks:
+# its text colour, size, weight and shadow, its parent's text colour (a
+# link beside text) and the colours behind it (each ancestor's background
+# and opacity up to the first opaque one). Each run of them builds a grid
+# of the whole page's layout, a second or more on a page of typeset math,
+# so in one test process each look is checked once, on the first page
+# that shows it: an element that looks like one already checked gets the
+# same verdict. axe runs them on one element per new look, and not at all
+# on a page that shows none.
+BY_LOOK = ("color-contrast", "link-in-text-block")
+_LOOKS_SEEN = set()
+_LOOK = "data-mha-look"  # marks the elements axe checks by look
+_LOOKS_JS = """([mark, seen]) => {
+  const behind = new Map();
+  const backdrop = el => {
+    if (!el || el.nodeType !== 1) return "";
+    if (behind.has(el)) return behind.get(el);
+    const s = getComputedStyle(el);
+    let key = `${s.backgroundColor} ${s.backgroundImage} ${s.opacity}`;
+    const opaque = s.backgroundImage === "none" && s.opacity === "1" &&
+      /^rgb\\(/.test(s.backgroundColor);
+    if (!opaque) key += " > " + backdrop(el.parentElement);
+    behind.set(el, key);
+    return key;
+  };
+  const known = new Set(seen), fresh = [];
+  document.querySelectorAll(`[${mark}]`).forEach(
+    el => el.removeAttribute(mark));
+  for (const el of document.body.querySelectorAll("*")) {
+    if (![...el.childNodes].some(
+        c => c.nodeType === 3 && c.nodeValue.trim())) continue;
+    const s = getComputedStyle(el);
+    const parent = el.parentElement ?
+      getComputedStyle(el.parentElement).color : "";
+    const look = [s.color, s.fontSize, s.fontWeight, s.textShadow, parent,
+                  backdrop(el)].join(" | ");
+    if (known.has(look)) continue;
+    known.add(look);
+    fresh.push(look);
+    el.setAttribute(mark, "");
+  }
+  return fresh;
+}"""
 
-def axe_problems(page, rules=None):
-    """Serious and critical axe-core violations on the page as it is now.
 
-    `rules`: the axe rule ids to run, or None for every rule axe runs by
-    default. One line per rule: how many elements, and the first one.
-    Moderate and minor findings are not reported.
-    """
-    if not page.evaluate("() => typeof axe !== 'undefined'"):
-        page.add_script_tag(path=str(AXE))
+def new_looks(page):
+    """Mark one element per look this process has not checked; return
+    those looks (recorded as checked)."""
+    page.evaluate(_SETTLED, WAIT_MS)  # the looks of the page at rest
+    fresh = page.evaluate(_LOOKS_JS, [_LOOK, sorted(_LOOKS_SEEN)])
+    _LOOKS_SEEN.update(fresh)
+    return fresh
+
+
+def _axe(page, context, rules, disabled=()):
+    """The serious and critical violations of one axe run."""
+    page.evaluate(_SETTLED, WAIT_MS)
     options = {"resultTypes": ["violations"], "preload": False}
     if rules:
         options["runOnly"] = {"type": "rule", "values": list(rules)}
-    found = page.evaluate(
-        _AXE_RUN, {"options": options, "fails": list(AXE_FAILS)}
+    if disabled:
+        options["rules"] = {r: {"enabled": False} for r in disabled}
+    return page.evaluate(
+        _AXE_RUN,
+        {"context": context, "options": options, "fails": list(AXE_FAILS)},
     )
+
+
+def axe_problems(page, rules=None, by_look=True):
+    """Serious and critical axe-core violations on the page as it is now.
+
+    `rules`: the axe rule ids to run, or None for every rule axe runs by
+    default. With `by_look`, the rules of BY_LOOK run on the elements of
+    a look not yet checked (see above); without, on the whole page. One
+    line per rule: how many elements, and the first one. Moderate and
+    minor findings are not reported.
+    """
+    if not page.evaluate("() => typeof axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    wanted = list(rules) if rules else None
+    looked = [r for r in BY_LOOK if wanted is None or r in wanted]
+    if not by_look:
+        looked = []
+    rest = [r for r in wanted if r not in looked] if wanted else None
+    found = []
+    if rest is None or rest:  # None: every default rule but the looked
+        found += _axe(page, None, rest, disabled=looked)
+    if looked and new_looks(page):
+        found += _axe(page, {"include": [[f"[{_LOOK}]"]]}, looked)
     return [
         f"axe {v['id']} ({v['impact']}, {v['n']} elements: {v['help']}); "
         f"e.g. {v['html']} {v['why']}"

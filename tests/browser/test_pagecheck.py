@@ -338,9 +338,10 @@ AXE_BROKEN = """
 """
 
 
-def test_axe_problems_detects_serious_violations(synthetic):
+def test_axe_problems_detects_serious_violations(synthetic, monkeypatch):
     """An unnamed dialog, faint text and a scroll box no key reaches are
     each reported as serious; a run limited to one rule sees only it."""
+    monkeypatch.setattr(pagecheck, "_LOOKS_SEEN", set())
     page, _, _ = synthetic(AXE_BROKEN, katex=False)
     lines = pagecheck.axe_problems(page)
     for rule in (
@@ -349,8 +350,34 @@ def test_axe_problems_detects_serious_violations(synthetic):
         "scrollable-region-focusable",
     ):
         assert any(line.startswith(f"axe {rule} ") for line in lines), lines
-    only = pagecheck.axe_problems(page, ["color-contrast"])
+    only = pagecheck.axe_problems(page, ["color-contrast"], by_look=False)
     assert [line.split()[1] for line in only] == ["color-contrast"]
+
+
+# Faint text among many paragraphs of one look, then the same on a second
+# page: the faint look is new on the first page and checked; on the
+# second, both looks were checked, so axe's look rules do not run again.
+FAINT_AMONG = (
+    "<main><h1>Looks</h1>"
+    + "<p>Plain text.</p>" * 50
+    + ('<p style="color: #c8c8c8">faint words</p></main>')
+)
+
+
+def test_axe_checks_each_look_once(synthetic, monkeypatch):
+    monkeypatch.setattr(pagecheck, "_LOOKS_SEEN", set())
+    page, _, _ = synthetic(FAINT_AMONG, katex=False)
+    first = pagecheck.axe_problems(page, ["color-contrast"])
+    assert [line.split()[1] for line in first] == ["color-contrast"], first
+    marked = page.evaluate(
+        "m => document.querySelectorAll(`[${m}]`).length", pagecheck._LOOK
+    )
+    assert 0 < marked < 10, marked  # one per look, not one per paragraph
+    assert pagecheck.new_looks(page) == []  # every look now checked
+    page, _, _ = synthetic(FAINT_AMONG, katex=False)
+    assert pagecheck.axe_problems(page, ["color-contrast"]) == []
+    whole = pagecheck.axe_problems(page, ["color-contrast"], by_look=False)
+    assert [line.split()[1] for line in whole] == ["color-contrast"]
 
 
 def test_axe_problems_none_on_a_clean_page(synthetic):

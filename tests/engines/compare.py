@@ -33,15 +33,37 @@ NUMBER = re.compile(r"(?<![\w.])[-−]?\d+(?:\.\d+)?(?:e[-+]?\d+)?")
 # Jupyter's math delimiters in mkdocs-jupyter's rendered Markdown
 DOLLARS = re.compile(r"\$\$(.+?)\$\$|\$(.+?)\$", re.S)
 # Not content: permalinks, the skip anchor, the copy buttons, prompts,
-# the notebook's download button, scripts and styles.
-CHROME = (
-    "a.headerlink, a#__skip, script, style, button, "
-    ".jp-InputPrompt, .jp-OutputPrompt, a.anchor-link, "
-    "a[download], .md-content__button, .md-source-file, "
-    ".zeroclipboard-container, .clipboard-copy-txt, "
-    # the front matter's search tags: Zensical shows them as chips
-    ".md-tags"
-)
+# the notebook's download button, scripts and styles, and the front
+# matter's search tags (Zensical shows them as chips). Matched by tag and
+# class in one pass: a CSS selector engine takes a minute over the sites.
+CHROME_TAGS = {"script", "style", "button"}
+CHROME_CLASSES = {
+    "headerlink",
+    "anchor-link",
+    "jp-InputPrompt",
+    "jp-OutputPrompt",
+    "md-content__button",
+    "md-source-file",
+    "zeroclipboard-container",
+    "clipboard-copy-txt",
+    "md-tags",
+}
+
+
+def _is_chrome(tag):
+    """True for an element that is the theme's, not the page's content."""
+    if tag.name in CHROME_TAGS:
+        return True
+    if tag.name == "a" and (
+        tag.has_attr("download") or tag.get("id") == "__skip"
+    ):
+        return True
+    return not CHROME_CLASSES.isdisjoint(tag.get("class") or ())
+
+
+def _has_class(*names):
+    """A find_all filter: an element with any of the classes `names`."""
+    return lambda tag: not set(names).isdisjoint(tag.get("class") or ())
 
 
 @dataclass
@@ -86,28 +108,29 @@ def content(html, page=""):
     start, end = html.find("<article"), html.rfind("</article>")
     if 0 <= start < end:  # parse the article alone: pages are large
         html = html[start : end + len("</article>")]
-    article = BeautifulSoup(html, "html.parser")
+    article = BeautifulSoup(html, "lxml")
     found = Content()
     found.downloads = sorted(  # site paths: each engine has its own
-        _site_path(page, a["href"]) for a in article.select("a[download]")
+        _site_path(page, a["href"])
+        for a in article.find_all("a", attrs={"download": True})
     )
-    for node in article.select(CHROME):
+    for node in article.find_all(_is_chrome):
         node.decompose()
-    for annotation in article.select(
-        'annotation[encoding="application/x-tex"]'
+    for annotation in article.find_all(
+        "annotation", attrs={"encoding": "application/x-tex"}
     ):
         found.math.append(_squash(annotation.get_text()))
-    for node in article.select(".katex, .katex-display"):
+    for node in article.find_all(_has_class("katex", "katex-display")):
         node.decompose()  # typeset math: its TeX is in found.math
-    for img in article.select("img"):
+    for img in article.find_all("img"):
         found.figures.append(_site_path(page, img.get("src", "")))
-    for pre in article.select("pre"):
+    for pre in article.find_all("pre"):
         code = pre.get_text().rstrip()
         if code:
             found.code.append(code)
         pre.decompose()
     # mkdocs-jupyter's cells keep $...$ for the browser: read it as math
-    for cell in article.select(".jp-RenderedMarkdown"):
+    for cell in article.find_all(_has_class("jp-RenderedMarkdown")):
         for node in cell.find_all(string=DOLLARS):
             for match in DOLLARS.finditer(str(node)):
                 found.math.append(_squash(match[1] or match[2]))

@@ -321,3 +321,28 @@ def test_key_padding_mask_reads_an_iterator(module):
     got = module.key_padding_mask(iter([3, 1]), tk=4)
     oracle = numpy_ref.key_padding_mask([3, 1], tk=4)
     np.testing.assert_array_equal(np.asarray(got), oracle)
+
+
+@pytest.mark.parametrize(
+    "dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+)
+def test_tensor_finite_fast_sum_never_hides_a_nan_or_an_infinity(dtype):
+    """The one-reduction test agrees with the elementwise one, including
+    finite values whose sum overflows and infinities that cancel."""
+    big = torch.finfo(dtype).max
+    cases = {
+        "finite": (torch.tensor([1.0, -2.0, 3.0], dtype=dtype), True),
+        "empty": (torch.zeros(0, 3, dtype=dtype), True),
+        "overflowing sum": (torch.full((4,), big, dtype=dtype), True),
+        "nan": (torch.tensor([1.0, float("nan")], dtype=dtype), False),
+        "inf": (torch.tensor([float("inf"), 1.0], dtype=dtype), False),
+        "cancelling": (
+            torch.tensor([float("inf"), float("-inf")], dtype=dtype),
+            False,
+        ),
+    }
+    for name, (tensor, expected) in cases.items():
+        assert checks.tensor_finite(tensor) is expected, name
+        assert bool(tensor.isfinite().all()) is expected, name
+    grad = torch.tensor([1.0, 2.0], dtype=dtype, requires_grad=True)
+    assert checks.tensor_finite(grad) is True
