@@ -175,28 +175,37 @@ def current_scheme(page):
     )
 
 
+# Clicks the palette's visible toggle until the body shows `scheme` (one
+# call: Playwright's per-click checks cost half a second a switch, and a
+# page is switched three times); false when no toggle reaches it.
+_SET_SCHEME = """async ([scheme, waitMs]) => {
+  const now = () => document.body.getAttribute("data-md-color-scheme");
+  const toggles = [...document.querySelectorAll(
+    'form[data-md-component="palette"] label')];
+  for (let n = 0; n <= toggles.length; n++) {
+    const was = now();
+    if (was === scheme) return true;
+    const visible = toggles.find(t => t.getClientRects().length &&
+      getComputedStyle(t).visibility !== "hidden");
+    if (!visible) return false;
+    visible.click();
+    const end = performance.now() + waitMs;
+    while (now() === was && performance.now() < end)
+      await new Promise(done => requestAnimationFrame(done));
+  }
+  return now() === scheme;
+}"""
+
+
 def set_scheme(page, scheme):
     """Switch Material's palette with its own toggle until `scheme`.
 
     Raises AssertionError when the page has no toggle reaching it.
     """
-    toggles = page.locator('form[data-md-component="palette"] label')
-    for _ in range(toggles.count() + 1):
-        now = current_scheme(page)
-        if now == scheme:
-            return
-        visible = toggles.locator("visible=true")
-        if visible.count() == 0:
-            break
-        visible.first.click()
-        page.wait_for_function(
-            "s => document.body.getAttribute('data-md-color-scheme') !== s",
-            arg=now,
-            timeout=WAIT_MS,
+    if not page.evaluate(_SET_SCHEME, [scheme, WAIT_MS]):
+        raise AssertionError(
+            f"no palette toggle switches {page.url} to the {scheme!r} scheme"
         )
-    raise AssertionError(
-        f"no palette toggle switches {page.url} to the {scheme!r} scheme"
-    )
 
 
 def scheme_problems(page, scheme):
@@ -357,14 +366,15 @@ _AXE_RUN = """async ({context, options, fails}) => {
 }"""
 
 # The rules whose verdict on an element depends only on how it looks:
-# its text colour, size, weight and shadow, its parent's text colour (a
-# link beside text) and the colours behind it (each ancestor's background
-# and opacity up to the first opaque one). Each run of them builds a grid
-# of the whole page's layout, a second or more on a page of typeset math,
-# so in one test process each look is checked once, on the first page
-# that shows it: an element that looks like one already checked gets the
-# same verdict. axe runs them on one element per new look, and not at all
-# on a page that shows none.
+# its text colour and shadow, whether it is large text (WCAG's threshold
+# of size and weight), its parent's text colour (a link beside text) and
+# the colours behind it (each ancestor's background and opacity up to the
+# first opaque one). Each run of them builds a grid of the whole page's
+# layout, a second or more on a page of typeset math, so in one test
+# process each look is checked once, on the first page that shows it: an
+# element that looks like one already checked gets the same verdict. axe
+# runs them on one element per new look, and not at all on a page that
+# shows none.
 BY_LOOK = ("color-contrast", "link-in-text-block")
 _LOOKS_SEEN = set()
 _LOOK = "data-mha-look"  # marks the elements axe checks by look
@@ -390,8 +400,11 @@ _LOOKS_JS = """([mark, seen]) => {
     const s = getComputedStyle(el);
     const parent = el.parentElement ?
       getComputedStyle(el.parentElement).color : "";
-    const look = [s.color, s.fontSize, s.fontWeight, s.textShadow, parent,
-                  backdrop(el)].join(" | ");
+    // WCAG's two thresholds: large text is 24px, or 18.66px and bold
+    const px = parseFloat(s.fontSize), bold = parseInt(s.fontWeight) >= 700;
+    const large = px >= 24 || (px >= 18.66 && bold);
+    const look = [s.color, large, s.textShadow, parent, backdrop(el)]
+      .join(" | ");
     if (known.has(look)) continue;
     known.add(look);
     fresh.push(look);
