@@ -57,26 +57,33 @@ serve-fast: zensical-config ## Zensical's live preview (127.0.0.1:8000)
 # runs once (in generation); pytest then reads the builds.
 test: $(STAMP) browser ## build both sites once, then run every test once
 	@$(BESIDE_THE_BUILD) & units=$$!; \
-	$(MAKE) --no-print-directory -o $(STAMP) site site-zensical; built=$$?; \
+	$(MAKE) --no-print-directory -o $(STAMP) check && \
+	$(MAKE) --no-print-directory -o $(STAMP) -o check $(SIDE_BY_SIDE) \
+	  site site-zensical; built=$$?; \
 	wait $$units; units_rc=$$?; $(UNITS_REPORT); \
 	[ $$built -eq 0 ] || exit $$built; \
-	$(PY) -m pytest $(XDIST) $(UNIT:%=--ignore=%); rest=$$?; \
+	$(PY) -m pytest $(XDIST) $(NO_BUILD:%=--ignore=%); rest=$$?; \
 	[ $$units_rc -eq 0 ] || exit $$units_rc; exit $$rest
 
-# Parallelism, in this one place. The unit tests (mha_ref against
-# PyTorch; they read no build) run beside the build, whose slowest page
+# Parallelism, in this one place. The tests that read no build (mha_ref
+# against PyTorch and the other libraries; the generation and serve loop
+# on tiny projects of their own) run beside the build, whose slowest page
 # keeps one core busy while the other is soon idle; their report follows
-# the build's. The other tests run on one pytest-xdist worker per core;
-# a test goes to whichever worker is free (worksteal), so a module
-# fixture may start on both: a costly one (the engines' reading of both
-# sites) has one test using it. Generation runs two pages per core
-# (pipeline/generation.py, JOBS_PER_CORE).
+# the build's. Once generated and checked, the two engines build side by
+# side (each is one process), each one's log printed whole. The other
+# tests run on one pytest-xdist worker per core; a test goes to whichever
+# worker is free (worksteal), so a module fixture may start on both: a
+# costly one (the engines' reading of both sites) has one test using it.
+# Generation runs two pages per core (pipeline/generation.py,
+# JOBS_PER_CORE).
 PYTEST_JOBS ?= auto
 XDIST := -n $(PYTEST_JOBS) --dist worksteal
-UNIT := tests/unit mha_ref
+NO_BUILD := tests/unit mha_ref tests/docs/test_pipeline.py \
+	tests/docs/test_serve.py
+SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
 BESIDE_THE_BUILD := mkdir -p build; \
-	$(PY) -m pytest -q -p no:cacheprovider $(UNIT) >$(UNIT_LOG) 2>&1
+	$(PY) -m pytest -q -p no:cacheprovider $(NO_BUILD) >$(UNIT_LOG) 2>&1
 UNITS_REPORT := echo "--- unit tests, run beside the build ($(UNIT_LOG)):"; \
 	cat $(UNIT_LOG)
 

@@ -23,8 +23,11 @@ loaded once, offline, and looked at in four states:
 - throughout: no request to another host, no failed request, no
   console error.
 
-Serious and critical axe findings fail; moderate and minor do not. Each
-check is shown failing on a small broken page in test_pagecheck.py.
+Serious and critical axe findings fail; moderate and minor do not. axe's
+colour rules (contrast, links told apart from text) depend only on how
+an element looks, so each look is checked once per test process, on the
+first page that shows it (pagecheck.BY_LOOK). Each check is shown
+failing on a small broken page in test_pagecheck.py.
 With MHA_REF_SCREENSHOTS=1 (`make screenshots`) each state is also saved
 as a full-page PNG in build/screenshots/, for a person to look at.
 """
