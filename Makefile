@@ -66,8 +66,8 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 	[ $$units_rc -eq 0 ] || exit $$units_rc; exit $$rest
 
 # Parallelism, in this one place. The tests that read no build (mha_ref
-# against PyTorch and the other libraries; the generation and serve loop
-# on tiny projects of their own) run beside the build, whose slowest page
+# against PyTorch and the other libraries; the generation of a tiny
+# project of their own) run beside the build, whose slowest page
 # keeps one core busy while the other is soon idle; their report follows
 # the build's. Once generated and checked, the two engines build side by
 # side (each is one process), each one's log printed whole. The other
@@ -78,8 +78,7 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 # JOBS_PER_CORE).
 PYTEST_JOBS ?= auto
 XDIST := -n $(PYTEST_JOBS) --dist worksteal
-NO_BUILD := tests/unit mha_ref tests/docs/test_pipeline.py \
-	tests/docs/test_serve.py
+NO_BUILD := tests/unit mha_ref tests/docs/test_pipeline.py
 SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
 BESIDE_THE_BUILD := mkdir -p build; \

@@ -10,6 +10,7 @@ page the tests open.
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -162,6 +163,7 @@ def localize_sitemap(context, origin):
     host name of the page, but not the port nor the path, so on a test
     server at another port every click would be a full reload. Rewriting
     the site_url prefix to `origin` is what deploying there does.
+    Returns wait_until_served(page), to call after a page loads.
     """
 
     def handle(route):
@@ -176,5 +178,20 @@ def localize_sitemap(context, origin):
                 text,
             )
         route.fulfill(response=response, body=text)
+        served.append(route.request.url)
+
+    served = []
+
+    def wait_until_served(page, wait_ms=5000):
+        """Wait until `page` has the sitemap: Material fetches it when a
+        page loads, and a click before it arrives is a full reload."""
+        end = time.monotonic() + wait_ms / 1000
+        while not served and time.monotonic() < end:
+            page.wait_for_timeout(50)  # Playwright runs `handle` meanwhile
+        page.evaluate(  # two frames: Material has read it
+            "() => new Promise(done => requestAnimationFrame(() => "
+            "requestAnimationFrame(done)))"
+        )
 
     context.route(f"{origin}/sitemap.xml", handle)
+    return wait_until_served

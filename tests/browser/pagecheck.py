@@ -397,7 +397,11 @@ _LOOKS_JS = """([mark, seen]) => {
   for (const el of document.body.querySelectorAll("*")) {
     if (![...el.childNodes].some(
         c => c.nodeType === 3 && c.nodeValue.trim())) continue;
-    const s = getComputedStyle(el);
+    const s = getComputedStyle(el), box = el.getBoundingClientRect();
+    // an element axe skips (hidden, or a 1 px screen-reader clip) must
+    // not stand for its look: a shown one of that look would go unchecked
+    if (s.visibility !== "visible" || box.width <= 1 || box.height <= 1)
+      continue;
     const parent = el.parentElement ?
       getComputedStyle(el.parentElement).color : "";
     // WCAG's two thresholds: large text is 24px, or 18.66px and bold

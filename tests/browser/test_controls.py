@@ -653,8 +653,9 @@ def test_controls_built_after_instant_navigation(site_origin, open_page):
     import harness
 
     page, recorder = open_page(site_origin)
-    harness.localize_sitemap(page.context, site_origin)
+    sitemap = harness.localize_sitemap(page.context, site_origin)
     page.goto(f"{site_origin}/{PAGES['scaling']}", wait_until="load")
+    sitemap(page)
     page.evaluate("() => { window.__mhaNoReload = true }")
     url = f"{site_origin}/{PAGES['attention-matrix']}"
     page.locator(

@@ -581,3 +581,26 @@ def test_search_snippet_problems_detects_raw_tex(synthetic):
         'raw TeX "\\(" in a search result: Rotation by \\(m\\theta_i\\) '
         "keeps the norm"
     ]
+
+
+# The faint look first on elements axe does not check (hidden, and a
+# screen-reader-only clip of 1 px), then shown: the shown one stands for
+# the look, so it is still caught.
+SR_ONLY = (
+    "position: absolute; width: 1px; height: 1px; overflow: hidden; "
+    "clip: rect(0 0 0 0)"
+)
+FAINT_FIRST_HIDDEN = (
+    "<main><h1>Looks</h1>"
+    '<p style="color: #c8c8c8; display: none">hidden words</p>'
+    f'<p style="color: #c8c8c8; {SR_ONLY}">clipped words</p>'
+    '<p style="color: #c8c8c8">faint words</p></main>'
+)
+
+
+def test_axe_look_stands_for_a_shown_element(synthetic, monkeypatch):
+    monkeypatch.setattr(pagecheck, "_LOOKS_SEEN", set())
+    page, _, _ = synthetic(FAINT_FIRST_HIDDEN, katex=False)
+    lines = pagecheck.axe_problems(page, ["color-contrast"])
+    assert [line.split()[1] for line in lines] == ["color-contrast"], lines
+    assert "faint words" in lines[0], lines

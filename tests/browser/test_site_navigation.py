@@ -81,8 +81,9 @@ def click_nav_link(page, origin, target):
 
 def test_instant_navigation_renders_math(site_dir, site_origin, open_page):
     page, recorder = open_page(site_origin)
-    harness.localize_sitemap(page.context, site_origin)
+    sitemap = harness.localize_sitemap(page.context, site_origin)
     page.goto(f"{site_origin}/", wait_until="load")
+    sitemap(page)
     problems = click_nav_link(
         page, site_origin, page_named(site_dir, "scaling")
     )
@@ -95,9 +96,10 @@ def test_instant_navigation_to_and_from_notebook(
     site_dir, site_origin, open_page
 ):
     page, recorder = open_page(site_origin)
-    harness.localize_sitemap(page.context, site_origin)
+    sitemap = harness.localize_sitemap(page.context, site_origin)
     scaling = page_named(site_dir, "scaling")
     page.goto(f"{site_origin}/{scaling.path}", wait_until="load")
+    sitemap(page)
     problems = click_nav_link(page, site_origin, notebook_page(site_dir))
     problems += click_nav_link(page, site_origin, scaling)
     problems += recorder.problems()
