@@ -185,16 +185,18 @@ glue.table(
 # peaks is the call's own.
 # `gc.freeze()` keeps the objects alive before the call (torch's, the
 # kernel's) out of those collections, which then take milliseconds
-# instead of a third of a second. A few bytes of Python objects still
-# vary from run to run: the peaks are rounded to whole KiB. Causal
+# instead of a third of a second. A few small Python objects are alive
+# at the peak on some runs and not on others (up to about a KiB, which
+# can cross a KiB boundary): the peaks are rounded to the nearest
+# 16 KiB. Causal
 # attention, 1 sequence of 2 heads of size 64 in float64, blocks of
 # 64 x 64, as $T$ doubles.
 
 
 # %%
 def kib(n_bytes):
-    """Bytes rounded to a whole number of KiB."""
-    return round(n_bytes / 1024) * 1024
+    """Bytes rounded to the nearest 16 KiB (16384 bytes)."""
+    return round(n_bytes / 16384) * 16384
 
 
 lengths = [128, 256, 512, 1024]
