@@ -453,9 +453,7 @@ def axe_problems(page, rules=None, by_look=True):
     if not page.evaluate("() => typeof axe !== 'undefined'"):
         page.add_script_tag(path=str(AXE))
     wanted = list(rules) if rules else None
-    looked = [r for r in BY_LOOK if wanted is None or r in wanted]
-    if not by_look:
-        looked = []
+    looked = [r for r in BY_LOOK if by_look and (not wanted or r in wanted)]
     rest = [r for r in wanted if r not in looked] if wanted else None
     found = []
     if rest is None or rest:  # None: every default rule but the looked
