@@ -117,6 +117,25 @@ def fill(page, selector, value):
     page.locator(selector).fill(repr(float(value)))
 
 
+# What Playwright's fill does to one input (its text set, an input event,
+# which the controls redraw on), done to many in one round trip.
+_FILL_ALL = """pairs => {
+  for (const [selector, text] of pairs) {
+    const input = document.querySelector(selector);
+    if (!input) throw new Error(`no input ${selector}`);
+    input.value = text;
+    input.dispatchEvent(new Event("input", {bubbles: true}));
+  }
+}"""
+
+
+def fill_all(page, values):
+    """Fill each input of {selector: number} (one evaluate for all)."""
+    page.evaluate(
+        _FILL_ALL, [[sel, repr(float(x))] for sel, x in values.items()]
+    )
+
+
 # -- the attention matrix: Q, K, V, the causal mask and key padding ------
 
 
@@ -149,14 +168,15 @@ def matrix_problems(page, q, k, v, mask):
 
 def set_matrix_inputs(page, q, k, v, causal, padding):
     root = '[data-control="attention-matrix"]'
-    for name, matrix in (("Q", q), ("K", k), ("V", v)):
-        for (i, j), x in np.ndenumerate(matrix):
-            fill(
-                page,
-                f'{root} input[data-matrix="{name}"]'
-                f'[data-row="{i}"][data-col="{j}"]',
-                x,
-            )
+    fill_all(
+        page,
+        {
+            f'{root} input[data-matrix="{name}"][data-row="{i}"]'
+            f'[data-col="{j}"]': x
+            for name, matrix in (("Q", q), ("K", k), ("V", v))
+            for (i, j), x in np.ndenumerate(matrix)
+        },
+    )
     page.locator(f'{root} input[data-option="causal"]').set_checked(causal)
     page.locator(f'{root} input[data-option="padding"]').fill(str(padding))
 
@@ -272,8 +292,10 @@ def test_scaling_control_matches_numpy_ref(site_origin, open_page):
             # large: exp(5000) overflows unless the max is subtracted
             offset = 5000.0 if step % 2 else 0.0
             z = offset + rng.normal(scale=3.0, size=z.shape)
-            for j, x in enumerate(z):
-                fill(page, f'{root} input[data-col="{j}"]', x)
+            fill_all(
+                page,
+                {f'{root} input[data-col="{j}"]': x for j, x in enumerate(z)},
+            )
         problems += scaling_problems(page, z)
         slider.press("ArrowRight")
     problems += recorder.problems()
@@ -335,8 +357,13 @@ def kv_problems(page, values, cache, fresh, which):
 
 def set_kv_inputs(page, values, cache, fresh, which):
     root = '[data-control="kv-cache"]'
-    for j, x in enumerate(values):
-        fill(page, f'{root} input[data-matrix="values"][data-row="{j}"]', x)
+    fill_all(
+        page,
+        {
+            f'{root} input[data-matrix="values"][data-row="{j}"]': x
+            for j, x in enumerate(values)
+        },
+    )
     page.locator(f'{root} input[data-option="new"]').fill("1")
     page.locator(f'{root} input[data-option="cache"]').fill(str(cache))
     page.locator(f'{root} input[data-option="new"]').fill(str(fresh))
