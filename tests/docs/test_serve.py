@@ -237,7 +237,11 @@ def gone(pids):
 
 def stopped(served, started):
     """The loop exited and every process it started is gone."""
-    served.process.wait(timeout=20)
+    try:
+        served.process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        said = "\n".join(served.lines)
+        pytest.fail(f"the loop still runs 20 s later; it said:\n{said}")
     deadline = time.monotonic() + 5
     while gone(started) and time.monotonic() < deadline:
         time.sleep(0.1)
