@@ -278,10 +278,24 @@ class _Progress:
         self.thread.join()
 
 
-def _run(project, todo, jobs, say, width, traceback, done, events, kernels):
+def _run(
+    project,
+    todo,
+    jobs,
+    say,
+    width,
+    traceback,
+    done,
+    events,
+    kernels,
+    stop=None,
+    later=None,
+):
     """Run ``todo`` side by side; call ``done(task, files, seconds)`` in
     this thread as each page ends (``files`` None: it failed). Returns
-    the names that failed."""
+    the names that failed. Once ``stop()`` is true, no page starts and
+    the pages that end are dropped (not ``done``): left for later, and
+    named in ``later``."""
     from concurrent.futures import as_completed
 
     from pipeline.warm_kernels import started
@@ -295,6 +309,8 @@ def _run(project, todo, jobs, say, width, traceback, done, events, kernels):
         argv = warm.kernel_argv()  # kernels forked from one warm process
 
         def one(task):
+            if stop is not None and stop():
+                return _LATER  # not started: the next round runs it
             task.key = cache.task_key(project, task)  # of what it reads
             progress.started(task.name)
             began = time.perf_counter()
@@ -305,12 +321,16 @@ def _run(project, todo, jobs, say, width, traceback, done, events, kernels):
                 task.seconds = time.perf_counter() - began
 
         pool = ThreadPoolExecutor(max_workers=jobs)
+        later = [] if later is None else later
         try:
             futures = {pool.submit(one, t): t for t in todo}
             for future in as_completed(futures):
                 task = futures[future]
                 try:
                     files = future.result()
+                    if files is _LATER or (stop is not None and stop()):
+                        later.append(task.name)
+                        continue
                 except PageError as exc:
                     say(str(exc))
                     if traceback and exc.__cause__ is not None:
@@ -330,6 +350,8 @@ def _run(project, todo, jobs, say, width, traceback, done, events, kernels):
         finally:  # Ctrl-C too: the kernels stop first, then the threads
             pool.shutdown(wait=False, cancel_futures=True)
     pool.shutdown(wait=True)
+    if later:
+        say(f"  later  {', '.join(sorted(later))} (edited again meanwhile)")
     return failed
 
 
@@ -343,6 +365,9 @@ def generate(
     traceback=False,
     events=None,
     kernels=None,
+    first=(),
+    between=None,
+    interrupt=None,
 ):
     """Run every page that is not cached; return the names that failed.
 
@@ -351,8 +376,17 @@ def generate(
     name)``: "todo" (the names to run), then "start" and "end" of each.
     ``kernels``: a started WarmKernels to fork from (the watcher keeps
     one for its session); by default one is started for this run.
+    ``first``: with ``together``, the pages to run before the others
+    and publish on their own (the ones that show what was edited);
+    ``between()`` is called once they are published, before the others
+    start (the server rebuilds meanwhile, on both cores). The others
+    then run fastest first, and once ``interrupt()`` is true (another
+    edit came) no other page starts and the pages ending are not
+    published: they stay stale for the next round, which starts as soon
+    as the pages running now end.
     """
     project = project or Project()
+    say = _one_line_at_a_time(say)  # the pages' threads say things too
     tasks = discover(project)
     orphans = pages.orphan_scripts(project.root)
     for name in orphans:
@@ -392,8 +426,8 @@ def generate(
     if events:
         events("todo", [t.name for t in todo])
     width = max(14, *(len(t.name) for t in tasks)) if tasks else 14
-    start, finished = time.perf_counter(), []
-    running = {t.name for t in todo}
+    start, finished, running = time.perf_counter(), [], set()
+    later = []  # left for the next round (another edit came)
 
     def done(task, files, seconds):
         running.discard(task.name)
@@ -403,9 +437,27 @@ def generate(
             _publish(project, finished)
             finished.clear()
 
-    failed += _run(
-        project, todo, jobs, say, width, traceback, done, events, kernels
-    )
+    groups = _groups(todo, first if together else (), late)
+    for n, group in enumerate(groups):
+        if n:  # the pages that show the edit are out: the rest follow
+            _publish(project, finished)
+            finished.clear()
+            if between is not None:
+                between()
+        running.update(t.name for t in group)
+        failed += _run(
+            project,
+            group,
+            jobs,
+            say,
+            width,
+            traceback,
+            done,
+            events,
+            kernels,
+            stop=interrupt if n else None,
+            later=later,
+        )
     _publish(project, finished)  # together: all at once
     if not failed:
         try:
@@ -414,13 +466,41 @@ def generate(
             say(f"  FAILED {exc}")
             failed.append("outputs")
     total = time.perf_counter() - start
-    ran = len(todo) - len(set(failed) & {t.name for t in todo})
+    ran = len(todo) - len(set(failed) & {t.name for t in todo}) - len(later)
     failed = sorted(set(failed), key=failed.index)
+    left = f", {len(later)} left for the next round" if later else ""
     say(
         f"  total  {'':<{width}} {total:5.2f} s "
-        f"({ran} ran, {cached} cached, {len(failed)} failed)"
+        f"({ran} ran, {cached} cached, {len(failed)} failed{left})"
     )
     return failed
+
+
+_LATER = object()  # a page left for the next round
+
+
+def _one_line_at_a_time(say):
+    """``say`` for several threads: one whole line each call."""
+    lock = threading.Lock()
+
+    def said(line):
+        with lock:
+            say(line)
+
+    return said
+
+
+def _groups(todo, first, late=()):
+    """``todo`` as the rounds it runs in: the pages of ``first`` alone,
+    then the others, fastest first (the late last), so that another
+    edit waits for short pages only; one round when either is empty."""
+    head = [t for t in todo if t.name in first]
+    rest = [t for t in todo if t.name not in first]
+    if not head or not rest:
+        return [todo]
+    rest = rest[::-1]  # todo is slowest first
+    rest.sort(key=lambda t: t.name in late)  # stable: the late still last
+    return [head, rest]
 
 
 def _publish(project, finished):

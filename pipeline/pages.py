@@ -147,6 +147,36 @@ def page_blocks(markdown):
     return blocks, title
 
 
+def sections(source):
+    """{name: text} of the named sections of an mha_ref file (a section
+    inside another too)."""
+    found = {}
+    for start in SECTION.finditer(source):
+        end = source.find(f"# --8<-- [end:{start[1]}]", start.end())
+        found[start[1]] = source[start.end() : end if end >= 0 else None]
+    return found
+
+
+def edited_sections(before, after):
+    """The names of the sections whose text an edit changed (added and
+    removed ones too): what the pages that show them now show."""
+    old, new = sections(before), sections(after)
+    return {n for n in old.keys() | new.keys() if old.get(n) != new.get(n)}
+
+
+def pages_showing(recipes, file, names):
+    """The pages whose recipe includes one of the sections ``names`` of
+    ``file`` (a path such as mha_ref/numpy_ref.py)."""
+    return {
+        page
+        for page, recipe in recipes.items()
+        if any(
+            b["file"] == file and b["section"] in names
+            for b in recipe["blocks"]
+        )
+    }
+
+
 # ------------------------------------------------- what a notebook carries
 
 

@@ -6,14 +6,21 @@ One process owns the loop. It generates what is stale (generation.py)
 and lints the pages (page_linter.py), then starts the engine's own
 server (``mkdocs serve``, or ``zensical serve``), and watches the files
 that decide the pages: an edit of ``mha_ref/``, a page script or a page
-reruns exactly the pages it affects, writes all their files together
-once they have all run (so the server rebuilds once, and the page, its
-numbers and its notebook download come from the same run), then lints
-the pages again. Each mistake is one line, ``file:line: what to do``,
-with the nearest names; the server goes on serving the last good
-outputs (or a page that shows the error), and the next edit that fixes
-the file recovers by itself. The engine's own output is cut to what a
-person acts on (a warning, an error's last line, where it serves).
+reruns exactly the pages it affects, in two rounds. First the pages
+that show what changed (the page or script edited, or the pages that
+include a section whose text the edit changed) run and are published
+together, each page's files at once (its page, numbers and notebook
+download come from the same run); the loop waits for the server to
+rebuild them, then runs the other affected pages, fastest first, and
+publishes them together. Another edit meanwhile starts no further page
+of that round (those running end, unpublished) and the next round
+begins. Then the pages are linted again. Each mistake is one line,
+``file:line: what to do``, with the nearest names; the server goes on
+serving the last good outputs (or a page that shows the error), and the
+next edit that fixes the file recovers by itself. MkDocs serves with
+``--dirty``: a rebuild renders only the pages out of date (serve_hook).
+The engine's own output is cut to what a person acts on (a warning, an
+error's last line, where it serves).
 
 A fresh start serves once every page but the slowest has run; the
 slowest publishes when done (the server reloads). Ctrl-C, SIGTERM, or
@@ -36,7 +43,7 @@ import time
 import traceback as tracebacks
 from pathlib import Path
 
-from pipeline import config, generation, page_linter
+from pipeline import config, generation, page_linter, pages
 
 # the files whose edit can change a page or its numbers
 WATCHED = (
@@ -47,13 +54,23 @@ WATCHED = (
 )
 POLL_S = 0.5
 STOP_S = 3.0  # a process asked to stop gets this long before SIGKILL
+REBUILD_S = 60.0  # the longest the loop waits for the engine's rebuild
 ENGINES = {
-    "mkdocs": ["mkdocs", "serve"],
+    "mkdocs": ["mkdocs", "serve", "--dirty"],  # serve_hook: what is stale
     "zensical": ["zensical", "serve", "-f", "zensical.yml"],
 }
 # Set for the engine's server: pipeline/serve_hook.py then leaves the
 # reloads to this loop (it publishes the generated files together).
 WATCHER_ENV = "MHA_REF_WATCHER"
+
+
+def _mha_sources(root):
+    """{relative path: text} of the mha_ref files."""
+    found = {}
+    for path in sorted(Path(root).glob(f"{config.MHA_REF}/*.py")):
+        with contextlib.suppress(OSError, UnicodeDecodeError):
+            found[path.relative_to(root).as_posix()] = path.read_text("utf-8")
+    return found
 
 
 def snapshot(root):
@@ -73,6 +90,8 @@ class Watcher:
         self.project, self.say, self.jobs = project, say, jobs
         self.traceback = traceback
         self.before = snapshot(project.root)
+        self.sources = _mha_sources(project.root)  # to see what an edit did
+        self.between = None  # after the edit's own pages: wait for the server
         self.typesetter = None  # one V8 for the whole session
         self.problems = None  # what the last lint said
         self.kernels = None  # one warm process for the whole session
@@ -100,7 +119,32 @@ class Watcher:
         self.before = now
         return paths
 
-    def step(self, together=True, events=None):
+    def edited_again(self):
+        """A watched file changed since this round began (the change is
+        left for the next poll to see)."""
+        return snapshot(self.project.root) != self.before
+
+    def shown_first(self, paths):
+        """The pages that show what ``paths`` edited: their own page or
+        script, or a section of mha_ref whose text changed. They run,
+        and are published, before the other pages the edit affects."""
+        root = self.project.root
+        sources, self.sources = self.sources, _mha_sources(root)
+        recipes = pages.page_notebooks(root)
+        first = set()
+        for path in paths:
+            folder, name = os.path.split(path)
+            stem = Path(name).stem
+            if folder in (config.DOCS, config.SCRIPTS):
+                first.add(stem)
+            elif path in sources or path in self.sources:
+                edited = pages.edited_sections(
+                    sources.get(path, ""), self.sources.get(path, "")
+                )
+                first |= pages.pages_showing(recipes, path, edited)
+        return first
+
+    def step(self, together=True, events=None, first=()):
         """Generate what is stale, then lint. Returns the failed pages."""
         from pipeline.warm_kernels import started
 
@@ -121,6 +165,9 @@ class Watcher:
             traceback=self.traceback,
             events=events,
             kernels=self.kernels,
+            first=first,
+            between=self.between,
+            interrupt=self.edited_again,
         )
         self.lint(once)
         return failed
@@ -149,7 +196,11 @@ class Watcher:
         paths = self.changed()
         if paths:
             self.say(f"changed: {', '.join(paths)}")
-            self.step()
+            try:
+                first = self.shown_first(paths)
+            except (OSError, ValueError, SyntaxError):  # the lint says it
+                first = set()
+            self.step(first=first)
         return paths
 
 
@@ -172,6 +223,7 @@ QUIET = (  # an engine's lines that tell a person nothing to do
     "The following pages exist in the docs directory, but are not",
     "Build started",
     "Build finished",
+    "A 'dirty' build is being performed",  # make serve's own choice
 )
 
 
@@ -214,8 +266,31 @@ def _die_with_parent():
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
-def start_engine(engine, address, root, say):
-    """The engine's server, its output filtered into ``say``."""
+class Rebuilds:
+    """The engine's finished builds, counted from its output, so that the
+    loop can wait for the rebuild its files started."""
+
+    MARKS = ("Documentation built in", "Build finished in")
+
+    def __init__(self):
+        self.count, self.changed = 0, threading.Condition()
+
+    def saw(self, line):
+        if any(mark in line for mark in self.MARKS):
+            with self.changed:
+                self.count += 1
+                self.changed.notify_all()
+
+    def wait_next(self, timeout=REBUILD_S):
+        """Until the engine finishes one more build (or ``timeout``)."""
+        with self.changed:
+            now = self.count
+            return self.changed.wait_for(lambda: self.count > now, timeout)
+
+
+def start_engine(engine, address, root, say, rebuilds=None):
+    """The engine's server, its output filtered into ``say`` (and each
+    finished build counted in ``rebuilds``)."""
     bin_dir = Path(sys.executable).parent
     program, *args = ENGINES[engine]
     command = [str(bin_dir / program), *args, "-a", address]
@@ -245,6 +320,8 @@ def start_engine(engine, address, root, say):
 
     def relay():
         for line in process.stdout:
+            if rebuilds is not None:
+                rebuilds.saw(line)
             text = shown(line)
             if text:
                 say(text)
@@ -323,12 +400,16 @@ def serve(
     for number in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, _raise_stop)
     watcher = Watcher(project, say, jobs, traceback)
+    rebuilds = Rebuilds()
+    watcher.between = rebuilds.wait_next  # the edit's pages rebuilt first
     server, code = None, 0
     try:
         first = _FirstRound(watcher)
         while server is None:  # serve once all but the slowest have run
             if first.ready(POLL_S):
-                server = start_engine(engine, address, project.root, say)
+                server = start_engine(
+                    engine, address, project.root, say, rebuilds
+                )
         first.finish()
         while True:
             time.sleep(POLL_S)

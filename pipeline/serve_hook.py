@@ -18,10 +18,23 @@ the generated files once a round is done: the server then does not
 also watch ``mha_ref/`` (an edit there reloads once, when its pages'
 numbers are ready, not first with the old ones). On every command the
 plugins' progress chatter is left out of the log.
+
+Under ``mkdocs serve --dirty`` (what ``make serve`` runs) a rebuild
+renders only the pages that are out of date: a page whose source, or
+anything it shows, is newer than its built HTML. What it shows is what
+it includes (mha_ref sections, generated tables), the generated files
+its own page script last wrote, and the data of every page its
+placeholders name (the review page quotes others). Anything else that
+every page depends on (mkdocs.yml, the site glue, the templates, the
+list of pages or their titles) changed since the last build rebuilds
+every page, as a plain ``mkdocs serve`` does. Material's search keeps
+the entries of the pages not rebuilt.
 """
 
+import hashlib
 import logging
 import os
+import re
 from pathlib import Path
 
 from pipeline.notebook_html import slim_notebook_pages
@@ -40,12 +53,15 @@ CHATTY = ("mkdocs.plugins.mkdocs_macros", "mkdocs.mkdocs-jupyter")
 CHATTY_JUPYTER = "mkdocs.plugins.mkdocs_jupyter"
 WATCHER = "MHA_REF_WATCHER"  # set by pipeline/serve.py for its server
 _command = None
+_dirty = False
 _typesetter = None
+_shared = None  # what every page depends on, at the last build
+PLACEHOLDER = re.compile(r"<<-?\s*(\w+)\.")  # << page.name >>: its data
 
 
 def on_startup(command, dirty):
-    global _command
-    _command = command
+    global _command, _dirty
+    _command, _dirty = command, dirty
     for name in (*CHATTY, CHATTY_JUPYTER):
         logging.getLogger(name).setLevel(logging.WARNING)
 
@@ -71,6 +87,82 @@ def on_config(config):
             logging.CRITICAL
         )
     return config
+
+
+def on_files(files, config):
+    """Under ``serve --dirty``: which pages are out of date (above)."""
+    global _shared
+    if not (_serving() and _dirty):
+        return files
+    root = Path(config.config_file_path).resolve().parent
+    pages = [f for f in files if f.is_documentation_page()]
+    shared = _shared_state(root, config, pages)
+    everything, _shared = shared != _shared, shared
+    for file in pages:
+        if everything:
+            file.is_modified = lambda: True
+        else:
+            file.is_modified = _out_of_date(root, file, file.is_modified)
+    return files
+
+
+def _shared_state(root, config, pages):
+    """A digest of what every page depends on: the config, the site glue,
+    the templates, and the pages with their titles."""
+    digest = hashlib.sha256()
+    overrides = root / "overrides"
+    inputs = [root / "mkdocs.yml", root / "macros.py"]
+    inputs += sorted(p for p in overrides.rglob("*") if p.is_file())
+    for path in inputs:
+        if path.is_file():
+            digest.update(f"{path.relative_to(root)}\0".encode())
+            digest.update(path.read_bytes())
+    for file in sorted(pages, key=lambda f: f.src_uri):
+        title = ""
+        if file.src_uri.endswith(".md"):
+            text = Path(file.abs_src_path).read_text(encoding="utf-8")
+            title = next(
+                (ln for ln in text.splitlines() if ln.startswith("# ")), ""
+            )
+        digest.update(f"{file.src_uri}\0{title}\0".encode())
+    return digest.hexdigest()
+
+
+def _out_of_date(root, file, modified):
+    """``file.is_modified``, true also when what the page shows is newer
+    than its built page."""
+
+    def is_modified():
+        if modified() or not file.src_uri.endswith(".md"):
+            return modified()  # a notebook's page: its .ipynb alone
+        built = Path(file.abs_dest_path)
+        if not built.is_file():
+            return True
+        since = built.stat().st_mtime
+        return any(
+            p.is_file() and p.stat().st_mtime > since
+            for p in _page_inputs(root, file)
+        )
+
+    return is_modified
+
+
+def _page_inputs(root, file):
+    """The files a page shows: its includes, its script's outputs, and
+    the data of each page its placeholders name."""
+    from pipeline import cache
+    from pipeline.generation import Project
+    from pipeline.pages import ANY_INCLUDE
+
+    text = Path(file.abs_src_path).read_text(encoding="utf-8")
+    project = Project(root=root)
+    found = [root / m["path"] for m in ANY_INCLUDE.finditer(text)]
+    name = Path(file.src_uri).with_suffix("").as_posix()
+    found += [project.out / r for r in cache.outputs(project, name)]
+    for ref in set(PLACEHOLDER.findall(text)):
+        for stem in {ref, ref.replace("_", "-")}:
+            found.append(project.out / "data" / f"{stem}.json")
+    return found
 
 
 def on_page_markdown(markdown, page, config, files):

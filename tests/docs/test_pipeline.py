@@ -150,6 +150,33 @@ def test_edit_reruns_exactly_the_pages_that_carry_it(built):
     assert run(built)[:2] == ([], ["beta"])
 
 
+def test_a_second_edit_leaves_the_rest_of_a_round_for_the_next(tmp_path):
+    """The loop's rounds (make serve): the pages of ``first`` run and
+    publish; once ``interrupt()`` says another edit came, the others
+    neither start nor publish, and stay stale for the next round."""
+    project = make_project(tmp_path)
+    assert run(project)[:2] == ([], ["alpha", "beta"])
+    (project.root / "mha_ref/a.py").write_text(
+        "from mha_ref import b\n\nA = 5\n"
+    )
+    (project.root / "mha_ref/c.py").write_text("C = 4\n")
+    failed, ran, log = run(
+        project, together=True, first={"alpha"}, interrupt=lambda: True
+    )
+    assert (failed, ran) == ([], ["alpha"])
+    assert "  later  beta (edited again meanwhile)" in log
+    assert log[-1].endswith(
+        "(1 ran, 0 cached, 0 failed, 1 left for the next round)"
+    )
+    assert json.loads((project.out / "data/alpha.json").read_text())["x"] == [
+        1.5,
+        5.0,
+    ]
+    assert json.loads((project.out / "data/beta.json").read_text()) == {"y": 3}
+    assert stale(project) == ["beta"]
+    assert run(project, together=True)[:2] == ([], ["beta"])
+
+
 def test_failing_script_fails_and_names_the_page(tmp_path):
     project = make_project(tmp_path)
     script = project.root / "scripts/beta.py"

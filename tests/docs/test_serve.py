@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import serve
+from pipeline import pages, serve
 from pipeline.typeset_math import Typesetter
 from tests.docs.test_pipeline import make_project
 
@@ -144,6 +144,56 @@ def test_watcher_says_each_mistake_in_one_line_and_recovers(watcher):
     assert not any(line.startswith("  start") for line in lines)
     assert mistakes(edit(watcher, "mha_ref/b.py", b)) == []
     assert (data / "alpha.json").is_file()
+
+
+def test_an_edit_publishes_the_pages_that_show_it_first(watcher):
+    """An edit of a section reruns every page that carries its file; the
+    page that shows the section runs first and is published on its own,
+    then the loop waits (``between``: the server rebuilds it), then the
+    others run."""
+    root = watcher.project.root
+    beta = (root / "scripts/beta.py").read_text()
+    carries_a = beta.replace("import c\n", "import a, c\n")  # not shown
+    assert mistakes(edit(watcher, "scripts/beta.py", carries_a)) == []
+    calls = []
+
+    def between():
+        data = (root / "docs/generated/data/alpha.json").read_text()
+        calls.append((list(watcher.log), data))
+
+    watcher.between = between
+    section = (root / "mha_ref/a.py").read_text()
+    lines = edit(
+        watcher, "mha_ref/a.py", section.replace("b.B + 1", "b.B + 2")
+    )
+    assert mistakes(lines) == []
+    ((before, alpha),) = calls  # called once, between the two rounds
+    assert "  ran    alpha" in "\n".join(before)
+    assert "  ran    beta" not in "\n".join(before)
+    assert "3.0" in alpha  # published before beta started: A = 1 + 2
+    assert "  ran    beta" in "\n".join(lines)
+
+
+def test_edited_sections_are_those_whose_text_changed():
+    source = (
+        "# --8<-- [start:outer]\nx = 1\n# --8<-- [start:inner]\ny = 2\n"
+        "# --8<-- [end:inner]\n# --8<-- [end:outer]\nz = 3\n"
+    )
+    assert set(pages.sections(source)) == {"outer", "inner"}
+    assert pages.edited_sections(source, source) == set()
+    assert pages.edited_sections(source, source + "w = 4\n") == set()
+    assert pages.edited_sections(source, source.replace("x = 1", "x = 5")) == {
+        "outer"
+    }
+    assert pages.edited_sections(source, source.replace("y = 2", "y = 0")) == {
+        "outer",
+        "inner",
+    }
+    recipes = {
+        "alpha": {"blocks": [{"file": "mha_ref/a.py", "section": "inner"}]},
+        "beta": {"blocks": [{"file": "mha_ref/b.py", "section": "inner"}]},
+    }
+    assert pages.pages_showing(recipes, "mha_ref/a.py", {"inner"}) == {"alpha"}
 
 
 def test_engine_filter_keeps_what_a_person_acts_on():
@@ -291,3 +341,68 @@ def _command(pid):
         return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
     except OSError:
         return ""
+
+
+class _File:
+    """What serve_hook reads of an MkDocs File (a page of docs/)."""
+
+    def __init__(self, root, src_uri):
+        self.src_uri = src_uri
+        self.abs_src_path = str(root / "docs" / src_uri)
+        stem = Path(src_uri).with_suffix("").as_posix()
+        self.abs_dest_path = str(root / "site" / stem / "index.html")
+
+    def is_documentation_page(self):
+        return True
+
+    def is_modified(self):
+        src, dest = Path(self.abs_src_path), Path(self.abs_dest_path)
+        return not dest.exists() or src.stat().st_mtime > dest.stat().st_mtime
+
+
+def test_dirty_rebuild_renders_the_pages_whose_shown_files_changed(
+    tmp_path, monkeypatch
+):
+    """Under `mkdocs serve --dirty`: a page is out of date when a file it
+    includes, or the data of a page it quotes, is newer than its built
+    page; a change every page shares (mkdocs.yml) rebuilds them all."""
+    from types import SimpleNamespace
+
+    from pipeline import serve_hook
+
+    root = tmp_path
+    for relative, text in {
+        "mkdocs.yml": "site_name: tiny\n",
+        "mha_ref/a.py": SECTION_A,
+        "docs/alpha.md": ALPHA.format(include=GOOD_INCLUDE),
+        "docs/beta.md": "# Beta\n\n<< gamma.z >>\n",
+        "docs/delta.md": "# Delta\n",
+        "docs/generated/data/gamma.json": '{"z": 1}\n',
+    }.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    files = [_File(root, f"{n}.md") for n in ("alpha", "beta", "delta")]
+    for f in files:  # built a second after their sources
+        Path(f.abs_dest_path).parent.mkdir(parents=True)
+        Path(f.abs_dest_path).write_text("<html></html>")
+        os.utime(f.abs_dest_path, (time.time() + 1,) * 2)
+    config = SimpleNamespace(config_file_path=str(root / "mkdocs.yml"))
+    monkeypatch.setattr(serve_hook, "_shared", None)
+    serve_hook.on_startup("serve", dirty=True)
+    try:
+
+        def stale():
+            fresh = [_File(root, f.src_uri) for f in files]
+            serve_hook.on_files(fresh, config)
+            return [f.src_uri for f in fresh if f.is_modified()]
+
+        assert stale() == ["alpha.md", "beta.md", "delta.md"]  # 1st build
+        assert stale() == []
+        later = (time.time() + 5,) * 2
+        os.utime(root / "mha_ref/a.py", later)  # alpha shows a section
+        os.utime(root / "docs/generated/data/gamma.json", later)  # beta's
+        assert stale() == ["alpha.md", "beta.md"]
+        (root / "mkdocs.yml").write_text("site_name: tinier\n")
+        assert stale() == ["alpha.md", "beta.md", "delta.md"]
+    finally:
+        serve_hook.on_startup(None, dirty=False)
