@@ -7,16 +7,19 @@ benchmark.
 import gc
 import tracemalloc
 
+CALLS = 5  # two were not enough beside a loaded machine's other work
+
 
 def peak_bytes_numpy(fn, *args, **kwargs):
     """Peak bytes allocated while fn runs (tracemalloc sees NumPy).
 
-    The smaller of two traced calls, each after a collection and with
+    The smallest of CALLS traced calls, each after a collection and with
     the collector off during the call: first-call caches, garbage and a
-    Jupyter kernel's own threads do not move the peak. ``gc.freeze()``
-    keeps everything alive before the call out of those collections
-    (milliseconds, not a third of a second, once torch is loaded). A
-    few bytes of Python objects still vary from run to run.
+    Jupyter kernel's own threads (its messages, traced too, on a loaded
+    machine) do not move the peak unless they land in every call.
+    ``gc.freeze()`` keeps everything alive before the call out of those
+    collections (milliseconds, not a third of a second, once torch is
+    loaded). A few bytes of Python objects still vary from run to run.
 
     The caller's state is left as found: a tracemalloc session of its
     own keeps tracing (its traces stay; only its peak restarts, as
@@ -31,7 +34,7 @@ def peak_bytes_numpy(fn, *args, **kwargs):
         gc.freeze()  # alive now: not garbage, and not scanned below
     try:
         peaks = []
-        for _ in range(2):  # the smaller: no first-call caches, no threads
+        for _ in range(CALLS):  # the least: no first-call cache, no thread
             gc.collect()  # the previous call's garbage
             gc.disable()  # a collection mid-call would move the peak
             if was_tracing:  # the caller's session: measure above it
