@@ -1568,3 +1568,16 @@ def cross_context(rope, context, d_model, weight):
             f"convert with context.to(module.wk.weight)"
         )
     model_input(context.shape, d_model, name="context")
+
+
+def torch_module(module):
+    """A torch_ref.MultiHeadAttention (what from_torch copies), else a
+    TypeError naming what it lacks."""
+    names = ("d_model", "n_head", "n_kv_head", "rope", "rope_base")
+    layers = ("wq", "wk", "wv", "wo")
+    if not all(hasattr(module, name) for name in (*names, *layers)):
+        raise TypeError(
+            f"module must be a torch_ref.MultiHeadAttention (d_model, "
+            f"n_head and the nn.Linear layers wq, wk, wv, wo), got "
+            f"{type(module).__name__}"
+        )

@@ -575,6 +575,43 @@ class MultiHeadAttention:
             self.bo = draw(d_model)
         # --8<-- [end:mha-init]
 
+    # --8<-- [start:from-torch]
+    @classmethod
+    def from_torch(cls, module):
+        """This layer holding a torch_ref.MultiHeadAttention's weights.
+
+        bfloat16 weights, which NumPy has no dtype for, come as float32
+        (exactly: every bfloat16 is a float32); others keep their dtype.
+        """
+        checks.torch_module(module)  # a torch_ref.MultiHeadAttention
+        has_bias = module.wq.bias is not None
+        twin = cls(
+            module.d_model,
+            module.n_head,
+            n_kv_head=module.n_kv_head,
+            bias=has_bias,
+            rope=module.rope,
+            rope_base=module.rope_base,
+        )
+
+        def as_array(p):
+            p = p.detach().cpu()
+            if str(p.dtype) == "torch.bfloat16":  # no bfloat16 in NumPy
+                p = p.float()  # exact: a bfloat16 is a truncated float32
+            return p.numpy().copy()
+
+        layers = (module.wq, module.wk, module.wv, module.wo)
+        # nn.Linear is (out, in) for x @ W.T; here x @ W: transpose
+        twin.Wq, twin.Wk, twin.Wv, twin.Wo = (
+            as_array(lin.weight).T for lin in layers
+        )
+        if has_bias:
+            twin.bq, twin.bk, twin.bv, twin.bo = (
+                as_array(lin.bias) for lin in layers
+            )
+        return twin
+        # --8<-- [end:from-torch]
+
     # --8<-- [start:split-heads]
     def split_heads(self, x):
         b, t, _ = x.shape  # (B, T, H * dh); H_kv * dh for K and V

@@ -660,15 +660,15 @@ def library_forward(library, x, mask=None, context=None):
 
 
 def to_numpy(module):
-    """twins.to_numpy under its first name: the module's numpy_ref twin.
+    """The module's numpy_ref twin: numpy_ref.MultiHeadAttention.from_torch
+    under its first name.
 
-    twins (and numpy_ref) are imported at the call, by name, so that
-    torch_ref alone neither loads the NumPy reference nor carries it
-    into a page's notebook; a page script that calls this imports
-    twins itself.
+    numpy_ref is imported at the call, by name, so that torch_ref alone
+    neither loads the NumPy reference nor carries it into a page's
+    notebook; a page script that calls this imports numpy_ref itself.
     """
-    twins = importlib.import_module("mha_ref.twins")
-    return twins.to_numpy(module)
+    numpy_ref = importlib.import_module("mha_ref.numpy_ref")
+    return numpy_ref.MultiHeadAttention.from_torch(module)
 
 
 def __getattr__(name):

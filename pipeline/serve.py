@@ -385,6 +385,15 @@ def _raise_stop(number, _frame):
     raise Stop(signal.Signals(number).name)
 
 
+def _stoppable():
+    """SIGTERM and SIGHUP leave the loop as Ctrl-C does; and Ctrl-C
+    raises KeyboardInterrupt even when this process started with SIGINT
+    ignored (a shell's background job, and its children, do)."""
+    for number in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(number, _raise_stop)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 # ------------------------------------------------------------ the loop
 
 
@@ -397,8 +406,7 @@ def serve(
     traceback=False,
 ):
     """Generate, lint, serve and watch until stopped; 0 on Ctrl-C."""
-    for number in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(number, _raise_stop)
+    _stoppable()
     watcher = Watcher(project, say, jobs, traceback)
     rebuilds = Rebuilds()
     watcher.between = rebuilds.wait_next  # the edit's pages rebuilt first
@@ -480,6 +488,7 @@ class _FirstRound:
 
 def watch(project, jobs=None, say=print, traceback=False):
     """``python -m pipeline --watch``: the loop without a server."""
+    _stoppable()
     watcher = Watcher(project, say, jobs, traceback)
     say("watching mha_ref/, scripts/ and docs/ (Ctrl-C stops)")
     try:
@@ -487,7 +496,7 @@ def watch(project, jobs=None, say=print, traceback=False):
         while True:
             time.sleep(POLL_S)
             watcher.poll()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Stop):
         return 0
     finally:
         stop_all()

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 import glue
-from mha_ref import tiled, tolerances, torch_ref, twins
+from mha_ref import numpy_ref, tiled, tolerances, torch_ref
 
 Layer = torch_ref.MultiHeadAttention  # the layer under test
 B, T, T_CONTEXT, D_MODEL, N_HEAD = 2, 6, 7, 16, 4
@@ -102,7 +102,9 @@ def run_case(dtype, bias, kind, device="cpu"):
             "sdpa": torch_ref.sdpa_forward(module, x, mask, context),
             "library": torch_ref.library_forward(library, x, mask, context),
         }
-    twin = twins.to_numpy(module)  # numpy_ref.MultiHeadAttention
+    twin = numpy_ref.MultiHeadAttention.from_torch(
+        module
+    )  # numpy_ref.MultiHeadAttention
     y_numpy, _ = twin(host(x), host(mask), host(context))
     diffs = {p: float((out - y).abs().max()) for p, out in outputs.items()}
     diffs["numpy"] = float(np.abs(y_numpy - host(y)).max())
@@ -550,7 +552,7 @@ def run_gradient_case(dtype, kind):
             grads["library"][f"{name}.{kind_}"] = part
         grads["library"][f"wo.{kind_}"] = packed[f"out_proj.{kind_}"]
     # the NumPy twin computes x @ W: its weight gradients are transposed
-    twin = twins.to_numpy(module)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
     by_hand = twin.backward(host(x), host(upstream), host(mask), host(context))
     grads["numpy"] = {
         n: torch.from_numpy(np.asarray(by_hand[n])) for n in inputs

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 import glue
-from mha_ref import numpy_ref, pitfalls, tolerances, torch_ref, twins
+from mha_ref import numpy_ref, pitfalls, tolerances, torch_ref
 
 rng = np.random.default_rng(0)
 axis_scores = rng.standard_normal((3, 3))  # mistake 4: (Tq, Tk)
@@ -265,8 +265,8 @@ with torch.no_grad():
 
 
 def copy_without_transpose(module):
-    """to_numpy's copy, with each nn.Linear weight copied as stored."""
-    twin = twins.to_numpy(module)
+    """from_torch's copy, with each nn.Linear weight copied as stored."""
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
     twin.Wq, twin.Wk, twin.Wv, twin.Wo = (
         pitfalls.wrong_copy_from_linear(lin.weight.detach().numpy())
         for lin in (module.wq, module.wk, module.wv, module.wo)
@@ -274,7 +274,7 @@ def copy_without_transpose(module):
     return twin
 
 
-right = twins.to_numpy(module)(x.numpy())[0]
+right = numpy_ref.MultiHeadAttention.from_torch(module)(x.numpy())[0]
 wrong = copy_without_transpose(module)(x.numpy())[0]
 glue.value(
     "wrong_layout",
@@ -288,10 +288,11 @@ glue.value(
 # ## Your turn: break the layer, watch the parity number
 #
 # A PyTorch layer gives the reference output; its NumPy twin
-# (`twins.to_numpy`) is then run step by step by `forward` below,
-# which can swap one step for one of the mistakes. With no mistake the
-# two agree to rounding error (float64); each mistake runs without an
-# error and gives the right shape, and only the difference shows it.
+# (`numpy_ref.MultiHeadAttention.from_torch`) is then run step by step
+# by `forward` below, which can swap one step for one of the mistakes.
+# With no mistake the two agree to rounding error (float64); each
+# mistake runs without an error and gives the right shape, and only the
+# difference shows it.
 # You can also break one of the right sections above (the PyTorch
 # `split-heads`, say), run it, and rerun this cell: the reference itself
 # moves, and the first row stops being "ok".
@@ -305,7 +306,9 @@ mask_t = torch_ref.causal_mask(T)  # (T, T), True = blocked
 with torch.no_grad():
     y_ref = module(x_t, mask=mask_t)[0].numpy()  # (B, T, d_model)
 x, mask = x_t.numpy(), mask_t.numpy()
-twin = twins.to_numpy(module)  # numpy_ref.MultiHeadAttention
+twin = numpy_ref.MultiHeadAttention.from_torch(
+    module
+)  # numpy_ref.MultiHeadAttention
 
 
 def forward(layer, x, mask, mistake=None):

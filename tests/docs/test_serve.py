@@ -235,7 +235,7 @@ def free_port():
 class Served:
     """``python -m pipeline.serve`` in a copy, its output line by line."""
 
-    def __init__(self, root):
+    def __init__(self, root, background=False):
         self.url = f"http://127.0.0.1:{free_port()}/"
         self.lines, self.seen = [], threading.Condition()
         env = {**os.environ, "PYTHONPATH": str(root)}
@@ -246,6 +246,8 @@ class Served:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
+            # as a shell starts a background job: SIGINT ignored
+            preexec_fn=_ignore_sigint if background else None,
         )
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -279,6 +281,10 @@ def copy(tmp_path):
     shutil.copytree(ROOT / "docs/assets", root / "docs/assets")
     (root / "docs/index.md").write_text("# Tiny\n")
     return root
+
+
+def _ignore_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def gone(pids):
@@ -325,7 +331,9 @@ def test_serve_survives_a_mistake_and_leaves_nothing_running(copy):
         served.wait_for("server exited")
         stopped(served, started)
 
-        served = Served(copy)  # again, everything cached: then Ctrl-C
+        # again, everything cached, started as a background job (SIGINT
+        # ignored, which its children inherit): Ctrl-C still stops all
+        served = Served(copy, background=True)
         served.wait_for("serving at")
         started = serve.descendants(served.process.pid)
         served.process.send_signal(signal.SIGINT)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from mha_ref import kv_cache, numpy_ref, pitfalls, torch_ref, twins
+from mha_ref import kv_cache, numpy_ref, pitfalls, torch_ref
 from mha_ref.tolerances import atol
 
 TOL64 = {"atol": atol(np.float64), "rtol": 0}
@@ -151,7 +151,9 @@ def test_claim_one_gemm_then_split_equals_separate_heads(
     make_module, make_tensor
 ):
     # head_i = Attention(X W_i^Q, X W_i^K, X W_i^V), W_i = columns of W
-    module = twins.to_numpy(make_module(12, 3, bias=False))
+    module = numpy_ref.MultiHeadAttention.from_torch(
+        make_module(12, 3, bias=False)
+    )
     x = make_tensor((2, 5, 12), seed=1).numpy()
     y, _ = module(x)
     dh = module.d_head

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from mha_ref import torch_ref, twins
+from mha_ref import numpy_ref, torch_ref
 from mha_ref.tolerances import atol
 
 B, N_HEAD, D_MODEL = 2, 3, 12  # d_head = 4
@@ -88,7 +88,7 @@ def test_parity_four_implementations_agree(
     y_sdpa = torch_ref.sdpa_forward(module, x, mask, context)
     library = torch_ref.library_version(module)
     y_library = torch_ref.library_forward(library, x, mask, context)
-    y_numpy, weights_numpy = twins.to_numpy(module)(
+    y_numpy, weights_numpy = numpy_ref.MultiHeadAttention.from_torch(module)(
         numpy_or_none(x), numpy_or_none(mask), numpy_or_none(context)
     )
 
@@ -167,7 +167,7 @@ def test_parity_on_cuda_matches_numpy(
     y_library = torch_ref.library_forward(
         torch_ref.library_version(module), x, mask, context
     )
-    y_numpy, weights_numpy = twins.to_numpy(module)(
+    y_numpy, weights_numpy = numpy_ref.MultiHeadAttention.from_torch(module)(
         numpy_or_none(x), numpy_or_none(mask), numpy_or_none(context)
     )
     torch.testing.assert_close(y_sdpa, y, **tol)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from mha_ref import numpy_ref, pitfalls, twins
+from mha_ref import numpy_ref, pitfalls
 from mha_ref.tolerances import atol
 
 TOL = {"atol": atol(np.float64), "rtol": 0}
@@ -107,7 +107,7 @@ def test_wrong_copy_from_linear_breaks_parity(make_module, make_tensor):
     torch_module = make_module(D_MODEL, N_HEAD, bias=False)
     x = make_tensor((B, T, D_MODEL), seed=1)
     y = torch_module(x)[0].detach().numpy()
-    twin = twins.to_numpy(torch_module)
+    twin = numpy_ref.MultiHeadAttention.from_torch(torch_module)
     np.testing.assert_allclose(twin(x.numpy())[0], y, **TOL)  # right: .T
     weight = torch_module.wq.weight.detach().numpy()
     twin.Wq = pitfalls.wrong_copy_from_linear(weight)

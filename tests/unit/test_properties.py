@@ -11,7 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mha_ref import numpy_ref, torch_ref, twins
+from mha_ref import numpy_ref, torch_ref
 from mha_ref.tolerances import atol
 
 pytestmark = pytest.mark.slow  # make fast skips it; make test runs it
@@ -85,7 +85,7 @@ def run_both(p, random_module, random_tensor):
         )
     mask = None if p["mask"] is None else torch.from_numpy(p["mask"])
     y, weights = module(x, mask, context)
-    twin = twins.to_numpy(module)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
     y_np, weights_np = twin(
         x.numpy(), p["mask"], None if context is None else context.numpy()
     )

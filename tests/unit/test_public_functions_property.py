@@ -2388,7 +2388,6 @@ MODULE_PATHS = {
     "torch_ref.library_forward": "library",
     "torch_ref.library_version": "library_version",
     "kv_cache.cached_forward": "cached",
-    "twins.to_numpy": "to_numpy",
     "torch_ref.to_numpy": "to_numpy",
 }
 CASES |= {

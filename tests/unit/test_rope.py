@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from mha_ref import numpy_ref, torch_ref, twins
+from mha_ref import numpy_ref, torch_ref
 from mha_ref.tolerances import atol
 
 TOL64 = {"atol": atol(np.float64), "rtol": 0}
@@ -124,7 +124,7 @@ def test_mha_numpy_and_torch_agree_with_n_kv_head_and_rope(
 ):
     module = random_rope_module(n_kv_head, dtype)
     module.rope = rope
-    twin = twins.to_numpy(module)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
     assert (twin.n_kv_head, twin.rope) == (n_kv_head, rope)
     gen = torch.Generator().manual_seed(12)
     x = torch.randn(2, 6, 16, generator=gen, dtype=torch.float64).to(dtype)
@@ -184,7 +184,7 @@ def test_mha_rope_odd_head_size_raises_at_init(ref):
 
 def test_mha_rope_refuses_cross_attention():
     module = random_rope_module(n_kv_head=2)
-    twin = twins.to_numpy(module)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
     x = torch.zeros(1, 3, 16, dtype=torch.float64)
     context = torch.zeros(1, 4, 16, dtype=torch.float64)
     with pytest.raises(ValueError, match="self-attention only"):

@@ -18,7 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from mha_ref import kv_cache, numpy_ref, tiled, torch_ref, twins
+from mha_ref import kv_cache, numpy_ref, tiled, torch_ref
 from mha_ref.tolerances import atol
 
 ATOL64 = 1e-10  # float64 against SDPA or autograd: ~1e-15 in practice
@@ -274,7 +274,7 @@ def torch_layer_grads(module, x, dy, positions, mask=None):
 @pytest.mark.parametrize("dtype", POSITION_DTYPES, ids=lambda d: d.__name__)
 def test_mha_backward_rope_positions_of_any_integer_dtype(dtype):
     module = rope_module()
-    twin = twins.to_numpy(module)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
     x, dy = draw((2, 6, 16), 1), draw((2, 6, 16), 2)
     mask = numpy_ref.causal_mask(6)
     positions = np.arange(3, 9)  # int64: the reference
@@ -310,7 +310,7 @@ def test_mha_backward_rope_positions_of_any_integer_dtype(dtype):
 )
 def test_rope_bool_positions_are_refused_by_every_entry_point(entry):
     module = rope_module()
-    twin = twins.to_numpy(module)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
     x = draw((1, 3, 16), 0)
     positions = np.array([True, False, True])
     run = {
@@ -381,7 +381,7 @@ def test_mha_rope_float32_at_128k_matches_float64_and_the_numpy_twin():
     with torch.no_grad():
         y, _ = module(t(x).float(), positions=positions)
         y64, _ = wide(t(x), positions=positions)
-    twin = twins.to_numpy(module)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
     y_np, _ = twin(x.astype(np.float32), positions=FAR)
     tol = {"rtol": 0, "atol": atol("float32")}
     np.testing.assert_allclose(y.double().numpy(), y64.numpy(), **tol)

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch import nn
 
-from mha_ref import numpy_ref, torch_ref, twins
+from mha_ref import numpy_ref, torch_ref
 from mha_ref.tolerances import atol
 
 B, TQ, TK, D_MODEL, N_HEAD = 2, 4, 6, 12, 3
@@ -95,7 +95,7 @@ def test_library_version_without_bias_has_no_bias(make_module):
 
 def test_to_numpy_transposes_linear_weights(make_module):
     module = make_module(D_MODEL, N_HEAD, bias=True)
-    twin = twins.to_numpy(module)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
     assert isinstance(twin, numpy_ref.MultiHeadAttention)
     for ours, w, b in zip(
         LINEARS,
@@ -115,7 +115,9 @@ def test_to_numpy_transposes_linear_weights(make_module):
 
 
 def test_to_numpy_without_bias_has_no_bias(make_module):
-    twin = twins.to_numpy(make_module(D_MODEL, N_HEAD, bias=False))
+    twin = numpy_ref.MultiHeadAttention.from_torch(
+        make_module(D_MODEL, N_HEAD, bias=False)
+    )
     assert twin.bq is twin.bk is twin.bv is twin.bo is None
 
 
@@ -258,7 +260,7 @@ def test_mha_empty_batch_gives_nn_multihead_attention_shapes(
     library = torch_ref.library_version(module)
     expected, _ = library(x, context, context)  # (0, Tq, d_model)
     if path == "numpy":
-        y, weights = twins.to_numpy(module)(
+        y, weights = numpy_ref.MultiHeadAttention.from_torch(module)(
             x.numpy(), context=context.numpy() if cross else None
         )
         assert weights.shape == (0, N_HEAD, TQ, context.shape[1])
@@ -269,7 +271,7 @@ def test_mha_empty_batch_gives_nn_multihead_attention_shapes(
 
 def test_to_numpy_converts_a_bfloat16_module_to_float32(make_module):
     module = make_module(D_MODEL, N_HEAD, dtype=torch.bfloat16)
-    twin = twins.to_numpy(module)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
     for ours, w, b in zip(
         LINEARS,
         ("Wq", "Wk", "Wv", "Wo"),
@@ -291,14 +293,14 @@ def test_to_numpy_converts_a_bfloat16_module_to_float32(make_module):
     np.testing.assert_allclose(y, oracle.detach().numpy(), atol=1e-5)
 
 
-def test_torch_ref_to_numpy_is_twins_to_numpy(make_module):
+def test_torch_ref_to_numpy_is_from_torch(make_module):
     module = make_module(D_MODEL, N_HEAD, bias=True)
     twin = torch_ref.to_numpy(module)
     assert isinstance(twin, numpy_ref.MultiHeadAttention)
     x = torch.randn(B, TQ, D_MODEL, dtype=torch.float64)
     np.testing.assert_allclose(
         twin(x.numpy())[0],
-        twins.to_numpy(module)(x.numpy())[0],
+        numpy_ref.MultiHeadAttention.from_torch(module)(x.numpy())[0],
         atol=0,
         rtol=0,
     )
@@ -323,4 +325,4 @@ def test_torch_ref_does_not_import_numpy_ref():
         if isinstance(node, ast.ImportFrom | ast.Import)
         for alias in node.names
     }
-    assert not imported & {"numpy_ref", "twins"}
+    assert "numpy_ref" not in imported
