@@ -452,9 +452,9 @@ def draw(fig, theme):
     ax.set_xticks(range(len(PAIRS)), [PAIR_LABELS[p] for p in PAIRS])
     ax.set_xlabel("from-scratch torch_ref against")
     ax.set_ylabel("max abs difference\n(all masks, bias on/off)")
-    ax.set_title(
-        "Largest output difference per implementation pair"
-        " (float32/float64 rows)"
+    ax.set_title(  # two lines: one overran the figure's width
+        "Largest output difference per implementation pair\n"
+        "(float32 and float64 rows)"
     )
     ax.legend(loc="upper left", ncols=2, fontsize=8)
 
