@@ -350,8 +350,6 @@ def _run(
         finally:  # Ctrl-C too: the kernels stop first, then the threads
             pool.shutdown(wait=False, cancel_futures=True)
     pool.shutdown(wait=True)
-    if later:
-        say(f"  later  {', '.join(sorted(later))} (edited again meanwhile)")
     return failed
 
 
@@ -381,7 +379,7 @@ def generate(
     ``between()`` is called once they are published, before the others
     start (the server rebuilds meanwhile, on both cores). The others
     then run fastest first, and once ``interrupt()`` is true (another
-    edit came) no other page starts and the pages ending are not
+    edit came) no other page starts, and no page of the others is
     published: they stay stale for the next round, which starts as soon
     as the pages running now end.
     """
@@ -458,6 +456,10 @@ def generate(
             stop=interrupt if n else None,
             later=later,
         )
+    if later:  # another edit came: what ran before it may be stale too
+        later += [task.name for task, _, _ in finished]
+        finished.clear()
+        say(f"  later  {', '.join(sorted(later))} (edited again meanwhile)")
     _publish(project, finished)  # together: all at once
     if not failed:
         try:

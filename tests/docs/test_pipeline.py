@@ -177,6 +177,43 @@ def test_a_second_edit_leaves_the_rest_of_a_round_for_the_next(tmp_path):
     assert run(project, together=True)[:2] == ([], ["beta"])
 
 
+def test_a_round_interrupted_midway_publishes_none_of_the_rest(tmp_path):
+    """One of the other pages ran before the new edit came, the next not:
+    neither is published (the first may show what the edit changed)."""
+    project = make_project(tmp_path)
+    (project.root / "docs/gamma.md").write_text("# Gamma\n\n<< gamma.z >>\n")
+    (project.root / "scripts/gamma.py").write_text(
+        '# %%\nimport glue\nfrom mha_ref import c\n\nglue.value("z", c.C)\n'
+    )
+    assert run(project)[0] == []
+    (project.root / "mha_ref/a.py").write_text(
+        "from mha_ref import b\n\nA = 5\n"
+    )
+    (project.root / "mha_ref/c.py").write_text("C = 4\n")
+    log = []
+
+    def interrupt():  # the edit comes once one of the others has run
+        return any(
+            line.startswith(("  ran    beta", "  ran    gamma"))
+            for line in log
+        )
+
+    failed = generate(
+        project,
+        say=log.append,
+        together=True,
+        first={"alpha"},
+        interrupt=interrupt,
+        jobs=1,
+    )
+    ran = [line.split()[1] for line in log if line.startswith("  ran")]
+    assert failed == []
+    assert len(ran) == 2  # alpha, and beta or gamma
+    assert "  later  beta, gamma (edited again meanwhile)" in log
+    assert sorted(stale(project)) == ["beta", "gamma"]
+    assert json.loads((project.out / "data/beta.json").read_text()) == {"y": 3}
+
+
 def test_failing_script_fails_and_names_the_page(tmp_path):
     project = make_project(tmp_path)
     script = project.root / "scripts/beta.py"
