@@ -96,7 +96,7 @@ def on_files(files, config):
         return files
     root = Path(config.config_file_path).resolve().parent
     pages = [f for f in files if f.is_documentation_page()]
-    shared = _shared_state(root, config, pages)
+    shared = _shared_state(root, pages)
     everything, _shared = shared != _shared, shared
     for file in pages:
         if everything:
@@ -106,7 +106,7 @@ def on_files(files, config):
     return files
 
 
-def _shared_state(root, config, pages):
+def _shared_state(root, pages):
     """A digest of what every page depends on: the config, the site glue,
     the templates, and the pages with their titles."""
     digest = hashlib.sha256()
@@ -133,8 +133,10 @@ def _out_of_date(root, file, modified):
     than its built page."""
 
     def is_modified():
-        if modified() or not file.src_uri.endswith(".md"):
-            return modified()  # a notebook's page: its .ipynb alone
+        if modified():
+            return True
+        if not file.src_uri.endswith(".md"):
+            return False  # a notebook's page: its .ipynb alone decides
         built = Path(file.abs_dest_path)
         if not built.is_file():
             return True
