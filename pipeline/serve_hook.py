@@ -96,19 +96,29 @@ def on_files(files, config):
         return files
     root = Path(config.config_file_path).resolve().parent
     pages = [f for f in files if f.is_documentation_page()]
-    shared = _shared_state(root, pages)
+    texts = {  # each page's Markdown, read once a build
+        f.src_uri: Path(f.abs_src_path).read_text(encoding="utf-8")
+        for f in pages
+        if f.src_uri.endswith(".md")
+    }
+    shared = _shared_state(root, pages, texts)
     everything, _shared = shared != _shared, shared
     for file in pages:
         if everything:
             file.is_modified = lambda: True
-        else:
-            file.is_modified = _out_of_date(root, file, file.is_modified)
+        elif file.src_uri in texts:
+            file.is_modified = _out_of_date(
+                root, file, texts[file.src_uri], file.is_modified
+            )
+        # a notebook's page: its .ipynb alone decides (MkDocs' own rule)
     return files
 
 
-def _shared_state(root, pages):
+def _shared_state(root, pages, texts):
     """A digest of what every page depends on: the config, the site glue,
     the templates, and the pages with their titles."""
+    from pipeline.pages import page_blocks
+
     digest = hashlib.sha256()
     overrides = root / "overrides"
     inputs = [root / "mkdocs.yml", root / "macros.py"]
@@ -118,45 +128,45 @@ def _shared_state(root, pages):
             digest.update(f"{path.relative_to(root)}\0".encode())
             digest.update(path.read_bytes())
     for file in sorted(pages, key=lambda f: f.src_uri):
-        title = ""
-        if file.src_uri.endswith(".md"):
-            text = Path(file.abs_src_path).read_text(encoding="utf-8")
-            title = next(
-                (ln for ln in text.splitlines() if ln.startswith("# ")), ""
-            )
+        text = texts.get(file.src_uri)
+        title = (page_blocks(text)[1] or "") if text is not None else ""
         digest.update(f"{file.src_uri}\0{title}\0".encode())
     return digest.hexdigest()
 
 
-def _out_of_date(root, file, modified):
+def _out_of_date(root, file, text, modified):
     """``file.is_modified``, true also when what the page shows is newer
-    than its built page."""
+    than its built page. MkDocs asks twice a build (to read the page, to
+    write it), both before it writes: the first answer stands."""
+    answer = []
 
     def is_modified():
-        if modified():
-            return True
-        if not file.src_uri.endswith(".md"):
-            return False  # a notebook's page: its .ipynb alone decides
-        built = Path(file.abs_dest_path)
-        if not built.is_file():
-            return True
-        since = built.stat().st_mtime
-        return any(
-            p.is_file() and p.stat().st_mtime > since
-            for p in _page_inputs(root, file)
-        )
+        if not answer:
+            answer.append(modified() or _shows_newer(root, file, text))
+        return answer[0]
 
     return is_modified
 
 
-def _page_inputs(root, file):
+def _shows_newer(root, file, text):
+    """The page was never built, or a file it shows is newer than it."""
+    built = Path(file.abs_dest_path)
+    if not built.is_file():
+        return True
+    since = built.stat().st_mtime
+    return any(
+        p.is_file() and p.stat().st_mtime > since
+        for p in _page_inputs(root, file, text)
+    )
+
+
+def _page_inputs(root, file, text):
     """The files a page shows: its includes, its script's outputs, and
     the data of each page its placeholders name."""
     from pipeline import cache
     from pipeline.generation import Project
     from pipeline.pages import ANY_INCLUDE
 
-    text = Path(file.abs_src_path).read_text(encoding="utf-8")
     project = Project(root=root)
     found = [root / m["path"] for m in ANY_INCLUDE.finditer(text)]
     name = Path(file.src_uri).with_suffix("").as_posix()
