@@ -390,6 +390,9 @@ def test_peak_bytes_numpy_leaves_the_callers_gc_and_tracemalloc_alone():
     import tracemalloc
 
     tracemalloc.start()
+    # garbage left by earlier tests first: a cycle collected after the
+    # freeze would free the frozen objects it held, and the count drop
+    gc.collect()
     gc.disable()
     gc.freeze()
     frozen = gc.get_freeze_count()
