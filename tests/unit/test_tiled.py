@@ -387,12 +387,16 @@ def test_peak_bytes_numpy_leaves_the_callers_gc_and_tracemalloc_alone():
     # a caller with its own tracemalloc session, the collector off and
     # objects frozen gets all three back as they were
     import gc
+    import sys
     import tracemalloc
 
     tracemalloc.start()
     # garbage left by earlier tests first: a cycle collected after the
-    # freeze would free the frozen objects it held, and the count drop
+    # freeze would free the frozen objects it held, and the count drop;
+    # and no other thread (an earlier test's, ending) frees any meanwhile
     gc.collect()
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(100.0)
     gc.disable()
     gc.freeze()
     frozen = gc.get_freeze_count()
@@ -405,6 +409,7 @@ def test_peak_bytes_numpy_leaves_the_callers_gc_and_tracemalloc_alone():
         gc.unfreeze()
         gc.enable()
         tracemalloc.stop()
+        sys.setswitchinterval(switch)
     assert 2**19 <= peak < 2**19 + 2**16  # counted above what it held
     peak_bytes_numpy(np.ones, 8)  # and with no session of the caller's
     assert not tracemalloc.is_tracing()
