@@ -385,36 +385,42 @@ def test_peak_bytes_sees_an_allocation(measure, to_torch):
 
 def test_peak_bytes_numpy_leaves_the_callers_gc_and_tracemalloc_alone():
     # a caller with its own tracemalloc session, the collector off and
-    # objects frozen gets all three back as they were
-    import gc
+    # objects frozen gets all three back as they were. In a fresh
+    # interpreter: in this one, objects earlier tests left behind could
+    # be freed meanwhile and move the freeze count.
+    import subprocess
     import sys
-    import tracemalloc
+    import textwrap
 
-    tracemalloc.start()
-    # garbage left by earlier tests first: a cycle collected after the
-    # freeze would free the frozen objects it held, and the count drop;
-    # and no other thread (an earlier test's, ending) frees any meanwhile
-    gc.collect()
-    switch = sys.getswitchinterval()
-    sys.setswitchinterval(100.0)
-    gc.disable()
-    gc.freeze()
-    frozen = gc.get_freeze_count()
-    try:
-        peak = peak_bytes_numpy(np.ones, (256, 256))  # 512 KiB of float64
-        assert tracemalloc.is_tracing()
-        assert not gc.isenabled()
-        assert gc.get_freeze_count() == frozen
-    finally:
-        gc.unfreeze()
-        gc.enable()
-        tracemalloc.stop()
-        sys.setswitchinterval(switch)
-    assert 2**19 <= peak < 2**19 + 2**16  # counted above what it held
-    peak_bytes_numpy(np.ones, 8)  # and with no session of the caller's
-    assert not tracemalloc.is_tracing()
-    assert gc.isenabled()
-    assert gc.get_freeze_count() == 0
+    script = textwrap.dedent(
+        """
+        import gc, tracemalloc
+        import numpy as np
+        from mha_ref.memory import peak_bytes_numpy
+        tracemalloc.start()
+        gc.disable()
+        gc.freeze()
+        frozen = gc.get_freeze_count()
+        try:
+            peak = peak_bytes_numpy(np.ones, (256, 256))  # 512 KiB
+            assert tracemalloc.is_tracing()
+            assert not gc.isenabled()
+            assert gc.get_freeze_count() == frozen, gc.get_freeze_count()
+        finally:
+            gc.unfreeze()
+            gc.enable()
+            tracemalloc.stop()
+        assert 2**19 <= peak < 2**19 + 2**16, peak  # above what it held
+        peak_bytes_numpy(np.ones, 8)  # and with no session of the caller's
+        assert not tracemalloc.is_tracing()
+        assert gc.isenabled()
+        assert gc.get_freeze_count() == 0
+        """
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
 
 
 @pytest.mark.slow
