@@ -369,8 +369,10 @@ _AXE_RUN = """async ({context, options, fails}) => {
 # its text colour and shadow, whether it is large text (WCAG's threshold
 # of size and weight), its parent's text colour (a link beside text) and
 # the colours behind it (each ancestor's background and opacity up to the
-# first opaque one). Each run of them builds a grid of the whole page's
-# layout, a second or more on a page of typeset math, so in one test
+# first opaque one; a wrapper with no colour, no image and full opacity
+# adds nothing, so it is not part of the look). Each run of them builds a
+# grid of the whole page's layout, a second or more on a page of typeset
+# math, so in one test
 # process each look is checked once, on the first page that shows it: an
 # element that looks like one already checked gets the same verdict. axe
 # runs them on one element per new look, and not at all on a page that
@@ -384,10 +386,16 @@ _LOOKS_JS = """([mark, seen]) => {
     if (!el || el.nodeType !== 1) return "";
     if (behind.has(el)) return behind.get(el);
     const s = getComputedStyle(el);
-    let key = `${s.backgroundColor} ${s.backgroundImage} ${s.opacity}`;
-    const opaque = s.backgroundImage === "none" && s.opacity === "1" &&
-      /^rgb\\(/.test(s.backgroundColor);
-    if (!opaque) key += " > " + backdrop(el.parentElement);
+    const plain = s.backgroundImage === "none" && s.opacity === "1";
+    const opaque = plain && /^rgb\\(/.test(s.backgroundColor);
+    // a box with no colour, no image and full opacity adds nothing to
+    // what shows behind: it is left out, so text nested in more or fewer
+    // such wrappers keeps its look
+    const clear = plain && s.backgroundColor === "rgba(0, 0, 0, 0)";
+    const own = clear ? [] :
+      [`${s.backgroundColor} ${s.backgroundImage} ${s.opacity}`];
+    const below = opaque ? "" : backdrop(el.parentElement);
+    const key = own.concat(below ? [below] : []).join(" > ");
     behind.set(el, key);
     return key;
   };

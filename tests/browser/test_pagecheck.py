@@ -380,6 +380,29 @@ def test_axe_checks_each_look_once(synthetic, monkeypatch):
     assert [line.split()[1] for line in whole] == ["color-contrast"]
 
 
+# The same text nested in more wrappers that paint nothing is one look;
+# a wrapper that tints what shows behind makes another.
+NESTED_LOOKS = (
+    "<main><h1>Looks</h1><p>Plain text.</p>"
+    "<div><div><section><p>Plain text, deeper.</p></section></div></div>"
+    '<div style="background: rgba(255, 0, 0, 0.2)"><p>Tinted.</p></div>'
+    '<div style="opacity: 0.5"><p>Faded.</p></div></main>'
+)
+
+
+def test_axe_look_ignores_wrappers_that_paint_nothing(synthetic, monkeypatch):
+    monkeypatch.setattr(pagecheck, "_LOOKS_SEEN", set())
+    page, _, _ = synthetic(NESTED_LOOKS, katex=False)
+    looks = pagecheck.new_looks(page)
+    marked = page.evaluate(
+        "m => [...document.querySelectorAll(`[${m}]`)].map(e => e.textContent)",
+        pagecheck._LOOK,
+    )
+    assert "Plain text, deeper." not in marked, marked  # same look as above
+    assert {"Plain text.", "Tinted.", "Faded."} <= set(marked), marked
+    assert len(looks) == len(marked)
+
+
 def test_axe_problems_none_on_a_clean_page(synthetic):
     page, _, _ = synthetic("<main><h1>Fine</h1><p>Plain text.</p></main>")
     assert pagecheck.axe_problems(page) == []
