@@ -97,22 +97,44 @@ def browser():
     playwright.stop()
 
 
+@pytest.fixture(scope="session")
+def tab(browser):
+    """The one tab each test process reuses: a fresh tab costs its
+    renderer about 2 CPU-seconds before the page's own work, as much as
+    loading a long page. Its cache is off, so every load is a first view
+    (bench.weight counts the same bytes as in a new context)."""
+    context = browser.new_context(viewport=DESKTOP)
+    yield harness.Tab(context)
+    context.close()
+
+
 @pytest.fixture
-def open_page(browser):
+def open_page(browser, tab):
     """Factory: open_page(origin, viewport=DESKTOP) -> (page, recorder).
 
-    Each call makes a fresh context whose requests to other hosts are
-    recorded and aborted; contexts close at the end of the test.
+    The first call of a test gets the process's tab (see `tab`), emptied:
+    a blank page, no storage of any origin it has shown (so a colour
+    scheme never leaks), the viewport asked for, and only this test's
+    listeners and routes, removed when the test ends. Later calls make a
+    fresh context each, closed at the end of the test. Requests to other
+    hosts are recorded and aborted.
     """
-    contexts = []
+    contexts, scopes = [], []
 
     def open_(origin, viewport=None):
+        if not scopes:
+            page = tab.fresh(origin, viewport or DESKTOP)
+            scopes.append(harness.TestScope(tab.context))
+            return page, harness.Recorder(scopes[0], origin)
         context = browser.new_context(viewport=viewport or DESKTOP)
         contexts.append(context)
         recorder = harness.Recorder(context, origin)
         return context.new_page(), recorder
 
     yield open_
+    for scope in scopes:
+        scope.close()
+        tab.blank()
     for context in contexts:
         context.close()
 

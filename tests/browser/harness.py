@@ -91,6 +91,68 @@ def is_local(url, origin):
     return urlsplit(url)[:2] == urlsplit(origin)[:2]
 
 
+class Tab:
+    """One tab kept for a whole test process (conftest.py's `tab`), its
+    cache off: every load is a first view."""
+
+    def __init__(self, context):
+        self.context = context
+        self.origins = set()  # every origin it has shown
+        self._open()
+
+    def _open(self):
+        self.page = self.context.new_page()
+        self.cdp = self.context.new_cdp_session(self.page)
+        self.cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})
+        # a tab keeps its sessionStorage across loads; a new one has none
+        self.page.add_init_script("sessionStorage.clear()")
+
+    def blank(self):
+        """Leave the page: its scripts and requests stop."""
+        if not self.page.is_closed():
+            self.page.goto("about:blank")
+
+    def fresh(self, origin, viewport):
+        """The tab as a new one would be: blank, no storage of any origin
+        it has shown (sessionStorage: cleared as each document starts),
+        the viewport asked for."""
+        if self.page.is_closed():  # a test closed it: a new one
+            self._open()
+        self.blank()
+        self.origins.add(origin)
+        for seen in self.origins:
+            self.cdp.send(
+                "Storage.clearDataForOrigin",
+                {"origin": seen, "storageTypes": "all"},
+            )
+        self.page.set_viewport_size(viewport)
+        return self.page
+
+
+class TestScope:
+    """A browser context as one test sees it: the listeners it adds (a
+    Recorder's, Transfers') and every route are removed when the test
+    ends, so the next test starts in the same tab, unchanged. Pass it
+    where a context is expected."""
+
+    def __init__(self, context):
+        self.context = context
+        self._listeners = []
+
+    def on(self, event, handler):
+        self.context.on(event, handler)
+        self._listeners.append((event, handler))
+
+    def route(self, url, handler):
+        self.context.route(url, handler)
+
+    def close(self):
+        for event, handler in self._listeners:
+            self.context.remove_listener(event, handler)
+        self._listeners.clear()
+        self.context.unroute_all(behavior="ignoreErrors")
+
+
 class Recorder:
     """Records what a browser context asks for and complains about.
 

@@ -395,7 +395,8 @@ def test_axe_look_ignores_wrappers_that_paint_nothing(synthetic, monkeypatch):
     page, _, _ = synthetic(NESTED_LOOKS, katex=False)
     looks = pagecheck.new_looks(page)
     marked = page.evaluate(
-        "m => [...document.querySelectorAll(`[${m}]`)].map(e => e.textContent)",
+        "m => [...document.querySelectorAll(`[${m}]`)]"
+        ".map(e => e.textContent)",
         pagecheck._LOOK,
     )
     assert "Plain text, deeper." not in marked, marked  # same look as above
