@@ -83,6 +83,21 @@ def test_site_follows_the_systems_dark_preference(
     assert not problems, "\n".join(problems)
 
 
+def test_reused_tab_forgets_the_scheme_a_test_chose(site_origin, tab):
+    """The tab the tests share (conftest.py) starts each test as a new
+    one would: a scheme chosen in one test (Material keeps it in
+    localStorage) is gone in the next."""
+    page = tab.fresh(site_origin, DESKTOP)
+    page.goto(f"{site_origin}/", wait_until="load")
+    pagecheck.set_scheme(page, "slate")
+    page.goto(f"{site_origin}/", wait_until="load")
+    assert pagecheck.current_scheme(page) == "slate"  # kept in one test
+    page = tab.fresh(site_origin, DESKTOP)
+    page.goto(f"{site_origin}/", wait_until="load")
+    assert pagecheck.current_scheme(page) == "default"
+    tab.blank()
+
+
 def test_site_has_notebook_page(site_dir):
     assert harness.notebook_pages(site_dir), (
         "no page in site/ renders a notebook (jp-Notebook)"
