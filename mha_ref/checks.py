@@ -524,52 +524,6 @@ def rope_self_attention(rope, has_context):
         )
 
 
-def chunk_lengths(chunks, t):
-    """Chunk lengths for a cached forward: positive ints summing to T.
-
-    ``chunks``: any iterable (a list, a range, a generator, an int
-    array or tensor). Returns the lengths as a list of Python ints, so
-    that a one-shot iterator is read once, here.
-    """
-    if isinstance(chunks, int | np.integer) or is_tensor_scalar(chunks):
-        raise TypeError(
-            f"chunks must be a sequence of lengths, e.g. [{t}], "
-            f"got the int {chunks}"
-        )
-    try:
-        chunks = list(chunks)
-    except TypeError:
-        raise TypeError(
-            f"chunks must be an iterable of lengths, e.g. [{t}], got "
-            f"{type(chunks).__name__} {chunks!r}"
-        ) from None
-    lengths = []
-    for i, n in enumerate(chunks):
-        n = _as_index(n, f"chunks[{i}]")
-        if n <= 0:
-            raise ValueError(f"chunks[{i}] = {n}: a chunk needs >= 1 row")
-        lengths.append(n)
-    if sum(lengths) != t:
-        raise ValueError(
-            f"chunks {lengths} sum to {sum(lengths)}, but x holds T={t} "
-            f"positions"
-        )
-    return lengths
-
-
-def is_tensor_scalar(value):
-    """True for a 0-d torch tensor (iterating over one fails)."""
-    return is_tensor(value) and value.dim() == 0
-
-
-def _as_index(value, name):
-    # an int, a NumPy integer or a 0-d integer tensor, as a Python int
-    if is_tensor_scalar(value):
-        value = value.item()  # an int, float or bool: integer() decides
-    integer(value, name)
-    return int(value)
-
-
 # Inputs of the NumPy and PyTorch layers: types, dtypes, one call each.
 
 
@@ -632,44 +586,6 @@ def float_arrays(**arrays):
     return tuple(converted.values())
 
 
-def float_tensors(**tensors):
-    """Torch inputs: tensors of one floating dtype, on one device, finite.
-
-    Raises TypeError naming the type or the dtypes (int, bool or complex
-    tensors, NumPy arrays, a mix of dtypes), ValueError for tensors on
-    different devices or holding NaN or an infinity.
-    """
-    for name, tensor in tensors.items():
-        if not is_tensor(tensor):
-            raise TypeError(
-                f"{name} must be a torch.Tensor, got "
-                f"{type(tensor).__name__}; convert with "
-                f"torch.as_tensor({name})"
-            )
-        if not tensor.dtype.is_floating_point:
-            raise TypeError(
-                f"{name} has dtype {tensor.dtype}; expected a real "
-                f"floating dtype (torch.float16, torch.bfloat16, "
-                f"torch.float32 or torch.float64): convert with "
-                f"{name}.float()"
-            )
-    listed = ", ".join(f"{n} {t.dtype}" for n, t in tensors.items())
-    if len({t.dtype for t in tensors.values()}) > 1:
-        raise TypeError(
-            f"{', '.join(tensors)} must share one dtype, got {listed}; "
-            f"convert with .to(dtype)"
-        )
-    if len({t.device for t in tensors.values()}) > 1:
-        where = ", ".join(f"{n} {t.device}" for n, t in tensors.items())
-        raise ValueError(
-            f"{', '.join(tensors)} must be on one device, got {where}"
-        )
-    for name, tensor in tensors.items():
-        if not tensor_finite(tensor):
-            # .double(): NumPy has no bfloat16
-            finite(tensor.detach().cpu().double().numpy(), name)
-
-
 def scores_shape(q_shape, k_shape, v_shape):
     """The shape (..., Tq, Tk) of q @ k^T, after checking q, k and v.
 
@@ -698,29 +614,6 @@ def mask_array(mask, scores_shape, empty_rows="raise"):
     return mask
 
 
-def mask_tensor(mask, scores_shape, device=None, empty_rows="raise"):
-    """A torch bool mask expanded to the scores, every row with a key.
-
-    With empty_rows="zero", rows with every key masked are allowed.
-    """
-    if not is_tensor(mask):
-        raise TypeError(
-            f"mask must be a torch.Tensor of dtype torch.bool, got "
-            f"{type(mask).__name__}; convert with torch.as_tensor(mask)"
-        )
-    mask_dtype(mask.dtype)
-    mask_shape(mask.shape, scores_shape)
-    if device is not None and mask.device != device:
-        raise ValueError(
-            f"mask is on {mask.device} but the inputs are on {device}; "
-            f"move it with mask.to({str(device)!r})"
-        )
-    mask = mask.expand(*scores_shape)  # a view, no copy
-    if empty_rows == "raise":  # no need to look at the rows otherwise
-        every_row_has_a_key(mask.all(dim=-1).cpu().numpy())
-    return mask
-
-
 def attention_arrays(q, k, v, mask=None, empty_rows="raise"):
     """The guards of a NumPy attention function, in one call.
 
@@ -735,22 +628,6 @@ def attention_arrays(q, k, v, mask=None, empty_rows="raise"):
     if mask is not None:
         mask = mask_array(mask, shape, empty_rows)
     return q, k, v, mask
-
-
-def attention_tensors(q, k, v, mask=None, empty_rows="raise"):
-    """The guards of a PyTorch attention function, in one call.
-
-    Checks q, k and v (see float_tensors) and their shapes; returns the
-    mask expanded to the scores (..., Tq, Tk), or None. A (Tk,) or 0-d
-    mask becomes a full one, which SDPA needs. Rows with every key
-    masked are refused unless empty_rows="zero".
-    """
-    empty_rows_option(empty_rows)
-    float_tensors(q=q, k=k, v=v)
-    shape = scores_shape(q.shape, k.shape, v.shape)
-    if mask is None:
-        return None
-    return mask_tensor(mask, shape, q.device, empty_rows)
 
 
 # Score modifiers of attention (scale, softcap, bias, sinks): guards.
@@ -895,65 +772,6 @@ def scored_attention_arrays(
     return q, k, v, blocked, bias, sinks
 
 
-def scored_attention_tensors(
-    q, k, v, mask, empty_rows, scale, softcap, bias, sinks
-):
-    """The guards of torch_ref.attention and its score modifiers, one call.
-
-    q, k and v as attention_tensors checks them; bias (broadcasting to
-    the scores) and sinks (H,) floating tensors on q's device, of any
-    floating dtype. Returns the blocked entries, mask | (bias == -inf),
-    expanded to the scores (..., Tq, Tk), or None. A row with every key
-    blocked is refused unless its head has a sink or empty_rows="zero".
-    """
-    empty_rows_option(empty_rows)
-    score_scale(scale)
-    softcap_value(softcap)
-    float_tensors(q=q, k=k, v=v)
-    shape = scores_shape(q.shape, k.shape, v.shape)
-    for name, value in (("bias", bias), ("sinks", sinks)):
-        if value is None:
-            continue
-        if not is_tensor(value):
-            raise TypeError(
-                f"{name} must be a torch.Tensor, got "
-                f"{type(value).__name__}; convert with "
-                f"torch.as_tensor({name}, dtype=q.dtype)"
-            )
-        kind = _tensor_kind(value.dtype)
-        _modifier_kind(name, kind, value.dtype, tuple(value.shape))
-        if kind != "f":
-            raise TypeError(
-                f"{name} has dtype {value.dtype}; expected a floating "
-                f"dtype: convert with {name}.to(q.dtype)"
-            )
-        if name == "bias":
-            _broadcasts_to(value.shape, shape, "bias")
-        else:
-            sinks_shape(value.shape, shape)
-        if value.device != q.device:
-            raise ValueError(
-                f"{name} is on {value.device} but q, k and v are on "
-                f"{q.device}; move it with {name}.to({str(q.device)!r})"
-            )
-        if bool((value.isnan() | value.isposinf()).any()):
-            _no_nan_or_posinf(
-                value.detach().cpu().double().numpy(),
-                name,
-                "a blocked key" if name == "bias" else "no sink",
-            )
-    blocked = None
-    if mask is not None:
-        blocked = mask_tensor(mask, shape, q.device, "zero")
-    if bias is not None and bool(bias.isneginf().any()):  # -inf blocks
-        bias_blocked = bias.isneginf().expand(*shape)
-        blocked = bias_blocked if blocked is None else blocked | bias_blocked
-    if blocked is not None:
-        sink_np = None if sinks is None else sinks.detach().cpu().numpy()
-        _rows_without_keys_or_sink(blocked.cpu().numpy(), sink_np, empty_rows)
-    return blocked
-
-
 def _numpy_values(values):
     # a NumPy array or a torch tensor as (kind letter, NumPy values)
     if is_tensor(values):
@@ -991,122 +809,6 @@ def alibi_inputs(slopes, query_positions, key_positions):
             finite(values, name)
 
 
-# The conventions page's converters (mha_ref/conventions.py): guards.
-
-
-def window_convention(window, library, libraries):
-    """A Hugging Face sliding window W >= 1 and a library to express it in."""
-    positive_integer(window, "window")
-    if library not in libraries:
-        raise ValueError(
-            f"library must be one of {libraries}, got {library!r}"
-        )
-
-
-def window_value(value, library, libraries):
-    """Another library's causal window: (left >= 0, 0) or an int >= 0."""
-    if library not in libraries:
-        raise ValueError(
-            f"library must be one of {libraries}, got {library!r}"
-        )
-    if library in ("flash_attn", "jax"):
-        if not isinstance(value, tuple | list) or len(value) != 2:
-            raise TypeError(
-                f"{library}'s window is a pair (left, right), got {value!r}"
-            )
-        integer(value[0], "left")
-        integer(value[1], "right")
-        if value[0] < 0 or value[1] != 0:
-            raise ValueError(
-                f"a causal sliding window is (left >= 0, right = 0) in "
-                f"{library}'s terms, got {tuple(value)}; right > 0 lets a "
-                f"query see later keys, -1 means unlimited"
-            )
-        return
-    integer(value, "window")
-    least = 0 if library == "attention_gym" else 1
-    if value < least:
-        raise ValueError(
-            f"{library}'s window must be at least {least}, got {value}"
-        )
-
-
-def layout_shape(shape, ndim, layout):
-    """A tensor of the layout named, e.g. 4-D for (B, T, H, d)."""
-    if len(tuple(shape)) != ndim:
-        raise ValueError(
-            f"expected a {ndim}-D tensor {layout}, got shape {tuple(shape)}"
-        )
-
-
-def sink_key_inputs(k, v, sinks):
-    """k, v as float_tensors checks them; sinks a 1-D float tensor (H,)
-    of one dtype with them, -inf allowed (no sink), no NaN or +inf."""
-    float_tensors(k=k, v=v)
-    if not is_tensor(sinks) or sinks.dtype != k.dtype or sinks.dim() != 1:
-        shape = tuple(getattr(sinks, "shape", ()))
-        raise TypeError(
-            f"sinks must be a 1-D tensor (H,) of k's dtype {k.dtype}, got "
-            f"{type(sinks).__name__} {getattr(sinks, 'dtype', '')} {shape}"
-        )
-    _no_nan_or_posinf(sinks.detach().cpu().double().numpy(), "sinks", "none")
-
-
-HEAD_LAYOUTS = ("consecutive", "strided")
-
-
-def head_layout(layout):
-    """How query heads share key/value heads: consecutive or strided."""
-    if layout not in HEAD_LAYOUTS:
-        raise ValueError(
-            f"layout must be one of {HEAD_LAYOUTS}, got {layout!r}"
-        )
-
-
-SCALE_CONVENTIONS = ("sqrt", "gemma", "t5")
-
-
-def scale_convention(d_head, convention, query_pre_attn_scalar):
-    """A scale convention and what it needs: Gemma's query_pre_attn_scalar."""
-    positive_integer(d_head, "d_head")
-    if convention not in SCALE_CONVENTIONS:
-        raise ValueError(
-            f"convention must be one of {SCALE_CONVENTIONS}, got "
-            f"{convention!r}"
-        )
-    if convention == "gemma":
-        value = real_number(query_pre_attn_scalar, "query_pre_attn_scalar")
-        if not (np.isfinite(value) and value > 0):
-            raise ValueError(
-                f"query_pre_attn_scalar must be positive and finite, got "
-                f"{query_pre_attn_scalar}"
-            )
-
-
-def fill_value(fill, dtype):
-    """A fill for blocked scores: "-inf", "min" or a number, as a float.
-
-    ``dtype``: a torch floating dtype; a number it cannot hold (-1e9 in
-    float16) is refused, where masked_fill would raise a RuntimeError.
-    """
-    import torch  # only the torch converters call this
-
-    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise TypeError(f"dtype must be a torch floating dtype, got {dtype}")
-    info = torch.finfo(dtype)
-    if fill == "-inf":
-        return float("-inf")
-    if fill == "min":
-        return info.min
-    value = real_number(fill, "fill")
-    if not np.isfinite(value) or not info.min <= value <= info.max:
-        raise ValueError(
-            f"fill {fill!r} does not fit {dtype} (finite values from "
-            f"{info.min} to {info.max}); use '-inf' or 'min'"
-        )
-    return value
-
-
 def output_shape(q_shape, k_shape, v_shape):
     """The shape (..., Tq, dv) of attention's output, after the checks."""
     *lead, tq, _ = scores_shape(q_shape, k_shape, v_shape)
@@ -1125,23 +827,6 @@ def backward_arrays(q, k, v, dout):
     (dout,) = float_arrays(dout=dout)
     upstream(dout.shape, output_shape(q.shape, k.shape, v.shape))
     return q, k, v, dout.astype(q.dtype, copy=False)
-
-
-def backward_tensors(q, k, v, dout):
-    """The guards of a PyTorch backward pass, in one call.
-
-    q, k and v as attention_tensors checks them; dout (..., Tq, dv) a
-    finite floating tensor on their device, of any floating dtype (the
-    backward computes in q's dtype, at least float32).
-    """
-    float_tensors(q=q, k=k, v=v)
-    float_tensors(dout=dout)
-    upstream(dout.shape, output_shape(q.shape, k.shape, v.shape))
-    if dout.device != q.device:
-        raise ValueError(
-            f"dout is on {dout.device} but q, k and v are on {q.device}; "
-            f"move it with dout.to({str(q.device)!r})"
-        )
 
 
 def scores_finite(scores, mask=None):
@@ -1198,43 +883,6 @@ def model_backward_arrays(x, context, dy, d_model):
     return x, context, dy
 
 
-def model_tensors(x, context, d_model, weight):
-    """The guards of a torch module's forward: x and context (or None).
-
-    x (B, Tq, d_model), context (B, Tk, d_model), both of the dtype and
-    on the device of ``weight``, finite, with T >= 1.
-    """
-    named = {"x": x} if context is None else {"x": x, "context": context}
-    float_tensors(**named)
-    if x.dtype != weight.dtype:
-        raise TypeError(
-            f"x has dtype {x.dtype} but the module's weights are "
-            f"{weight.dtype}: convert with x.to({weight.dtype}) or "
-            f"module.to({x.dtype})"
-        )
-    if x.device != weight.device:
-        raise ValueError(
-            f"x is on {x.device} but the module's weights are on "
-            f"{weight.device}: move one with .to(device)"
-        )
-    model_input(x.shape, d_model)
-    if context is not None:
-        context_input(x.shape, context.shape, d_model)
-
-
-def device(device, cuda_available):
-    """Refuse a CUDA device when torch sees none, naming what was asked."""
-    wants_cuda = str(device).startswith("cuda") or (
-        isinstance(device, int) and not isinstance(device, bool)
-    )
-    if device is not None and wants_cuda and not cuda_available:
-        raise ValueError(
-            f"device={device!r} asks for CUDA, but "
-            f"torch.cuda.is_available() is False here (no GPU, or a "
-            f"CPU-only torch build); use device='cpu' or None"
-        )
-
-
 def causal_shape(t, tk, align):
     """A causal mask's (Tk, offset): key j is blocked when j > i + offset.
 
@@ -1258,66 +906,6 @@ def causal_shape(t, tk, align):
             f"is_causal) or align='bottom_right' (flash-attn, a KV cache)"
         )
     return tk, (tk - t if align == "bottom_right" else 0)
-
-
-def kv_chunk(keys, values, k, v):
-    """A chunk k, v (B, H_kv, Tc, dh) that fits a KV cache's keys, values.
-
-    k and v must be 4-D tensors agreeing in batch, heads, length, dtype
-    and device; with a cache holding keys and values (None when empty),
-    also in batch, heads, head sizes, dtype and device with those.
-    """
-    for name, x in (("k", k), ("v", v)):
-        if not is_tensor(x) or x.dim() != 4:
-            got = tuple(x.shape) if is_tensor(x) else type(x).__name__
-            raise ValueError(
-                f"{name} must be a 4-D tensor (B, H_kv, Tc, dh), got {got}"
-            )
-    ks, vs = tuple(k.shape), tuple(v.shape)
-    if ks[:3] != vs[:3]:
-        raise ValueError(
-            f"k {ks} and v {vs} must agree in batch, heads and length "
-            f"(B, H_kv, Tc)"
-        )
-    if k.dtype != v.dtype or k.device != v.device:
-        raise TypeError(
-            f"k and v must share one dtype and device, got k {k.dtype} "
-            f"on {k.device}, v {v.dtype} on {v.device}"
-        )
-    if keys is None:
-        return
-    for name, new, old in (("k", k, keys), ("v", v, values)):
-        n, o = tuple(new.shape), tuple(old.shape)
-        if (n[0], n[1], n[3]) != (o[0], o[1], o[3]):
-            raise ValueError(
-                f"{name} {n} does not fit the cached {o}: batch, heads "
-                f"and head size (B, H_kv, dh) must match"
-            )
-    if k.dtype != keys.dtype or k.device != keys.device:
-        raise TypeError(
-            f"k and v are {k.dtype} on {k.device}, but the cache holds "
-            f"{keys.dtype} on {keys.device}"
-        )
-
-
-def new_queries(values, n_new):
-    """At least one cached or new key per new query (kv_cache example).
-
-    ``values``: one finite real number per key, a 1-D sequence.
-    """
-    numbers = np.asarray(values)
-    if numbers.ndim != 1 or numbers.dtype.kind not in "biuf":
-        raise TypeError(
-            f"values must be a sequence of real numbers, one per key, "
-            f"got {type(values).__name__} {values!r:.60}"
-        )
-    finite(numbers.astype(np.float64), "values")
-    if len(values) < n_new:
-        raise ValueError(
-            f"values holds {len(values)} value(s), {tuple(values)}, but "
-            f"the {n_new} new queries sit at the last {n_new} positions: "
-            f"give at least {n_new} values"
-        )
 
 
 def key_padding(lengths, tk, as_array=None):
@@ -1360,20 +948,6 @@ def key_padding(lengths, tk, as_array=None):
         b = int(np.argmax(values))
         raise ValueError(f"lengths[{b}] = {values[b]} exceeds tk = {tk} keys")
     return _widened(lengths, "lengths")
-
-
-def rope_weight(shape, n_head):
-    """W_Q or W_K, (n_head * d_head, d_model), or its bias (n_head *
-    d_head,): whole heads of an even size, for the RoPE pair reorder."""
-    shape = tuple(shape)
-    positive_integer(n_head, "n_head")
-    if len(shape) not in (1, 2) or shape[0] % n_head:
-        raise ValueError(
-            f"a W_Q or W_K weight (n_head * d_head, d_model) or its bias "
-            f"(n_head * d_head,) with n_head = {n_head}: the rows must "
-            f"split into n_head heads, got shape {shape}"
-        )
-    rope_head_size(shape[0] // n_head)
 
 
 # Mask rules: functions of positions (numpy_ref / torch_ref, "masks").
@@ -1497,77 +1071,6 @@ def document_lengths(lengths):
         raise ValueError(
             f"lengths[{i}] = {values[i]}: a document holds at least one token"
         )
-
-
-def mask_rule(rule):
-    """A tiled pass's mask_rule: None or a callable (q_pos, k_pos) -> mask."""
-    if rule is not None and not callable(rule):
-        raise TypeError(
-            f"mask_rule must be a function (query_positions, "
-            f"key_positions) -> blocked, e.g. functools.partial("
-            f"sliding_window_mask, window=256); got {type(rule).__name__}"
-        )
-
-
-def rule_tile(blocked, tile_shape):
-    """What a mask_rule returned for one tile: bool, broadcasting to it."""
-    shape = tuple(getattr(blocked, "shape", ()))
-    if str(getattr(blocked, "dtype", None)) not in ("bool", "torch.bool"):
-        raise TypeError(
-            f"mask_rule must return a boolean mask (True = blocked), got "
-            f"{type(blocked).__name__} of dtype "
-            f"{getattr(blocked, 'dtype', None)}"
-        )
-    try:
-        full = np.broadcast_shapes(shape, tuple(tile_shape))
-    except ValueError:
-        full = None
-    if full != tuple(tile_shape):
-        raise ValueError(
-            f"mask_rule returned shape {shape} for a tile of scores "
-            f"{tuple(tile_shape)}: it must broadcast to the tile, as "
-            f"(bq, bk) for 1-D positions"
-        )
-
-
-def tile_count(rule, query_shape, key_shape, block_q, block_k):
-    """The guards of tiled.tiles_computed: a rule, 1-D positions, blocks."""
-    if rule is None:
-        raise TypeError(
-            "mask_rule must be a function (query_positions, "
-            "key_positions) -> blocked, got None"
-        )
-    mask_rule(rule)
-    positions(query_shape, key_shape)
-    for name, value in (("block_q", block_q), ("block_k", block_k)):
-        _rule_int(value, name, 1)
-
-
-def rolling_window(window, sink_tokens):
-    """A rolling cache's window (None: keep everything) and sink_tokens."""
-    _rule_int(sink_tokens, "sink_tokens", 0)
-    if window is None:
-        if sink_tokens:
-            raise ValueError(
-                f"sink_tokens={sink_tokens} needs a window: without one "
-                f"the cache keeps every position anyway"
-            )
-        return
-    _rule_int(window, "window", 1)
-
-
-def cross_context(rope, context, d_model, weight):
-    """An encoder output for cross-attention: (B, S, d_model), no RoPE,
-    of the dtype and on the device of the module's ``weight``."""
-    rope_self_attention(rope, has_context=True)
-    float_tensors(context=context)
-    if context.dtype != weight.dtype or context.device != weight.device:
-        raise TypeError(
-            f"context is {context.dtype} on {context.device} but the "
-            f"module's weights are {weight.dtype} on {weight.device}: "
-            f"convert with context.to(module.wk.weight)"
-        )
-    model_input(context.shape, d_model, name="context")
 
 
 def torch_module(module):

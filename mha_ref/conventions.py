@@ -21,7 +21,7 @@ the grouped-query head map, scale defaults and fill values.
 import numpy as np
 import torch
 
-from mha_ref import checks, numpy_ref
+from mha_ref import checks, checks_conventions, checks_torch, numpy_ref
 
 
 # --8<-- [start:rope-interleaved]
@@ -61,7 +61,9 @@ def interleaved_to_rotate_half(weight, n_head):
     DeepSeek-V3 turns interleaved features into.
     A torch tensor or a NumPy array; the result is of the same kind.
     """
-    checks.rope_weight(weight.shape, n_head)  # whole heads, even d_head
+    checks_conventions.rope_weight(
+        weight.shape, n_head
+    )  # whole heads, even d_head
     rest = weight.shape[1:]  # (d_model,) for a weight, () for a bias
     d_head = weight.shape[0] // n_head
     pairs = weight.reshape(n_head, d_head // 2, 2, *rest)  # (H, d/2, 2, ..)
@@ -107,7 +109,9 @@ def to_sdpa_mask(mask):
 def to_mask_mod(mask):
     """Ours, a (Tq, Tk) mask, as a FlexAttention mask_mod (True = keep)."""
     checks.mask_dtype(mask.dtype)
-    checks.layout_shape(mask.shape, 2, "(Tq, Tk)")  # indexed [q, kv]
+    checks_conventions.layout_shape(
+        mask.shape, 2, "(Tq, Tk)"
+    )  # indexed [q, kv]
 
     def mask_mod(b, h, q_idx, kv_idx):  # batch, head, query, key index
         return ~mask[q_idx, kv_idx]
@@ -131,7 +135,7 @@ def window_from_hugging_face(window, library):
     (Mistral's reference prefill mask, q - kv <= sliding_window, is
     counted as attention-gym's; its decoding cache holds W keys.)
     """
-    checks.window_convention(window, library, WINDOWS)
+    checks_conventions.window_convention(window, library, WINDOWS)
     if library in ("flash_attn", "jax"):
         return (window - 1, 0)
     return window - 1 if library == "attention_gym" else window
@@ -139,7 +143,7 @@ def window_from_hugging_face(window, library):
 
 def window_to_hugging_face(value, library):
     """The inverse: another library's causal window as Hugging Face's W."""
-    checks.window_value(value, library, WINDOWS)
+    checks_conventions.window_value(value, library, WINDOWS)
     if library in ("flash_attn", "jax"):
         return value[0] + 1  # (left, 0): left keys before, and itself
     return value + 1 if library == "attention_gym" else value
@@ -208,7 +212,7 @@ def learned_sink_as_key(k, v, sinks):
     and carry values; this key gives every query the same score and
     returns nothing. StreamingLLM's "zero sink" is sinks = 0.
     """
-    checks.sink_key_inputs(k, v, sinks)  # (H,) sinks, -inf allowed
+    checks_conventions.sink_key_inputs(k, v, sinks)  # (H,) sinks, -inf allowed
     shape = checks.scores_shape(k.shape, k.shape, v.shape)  # k, v agree
     checks.sinks_shape(sinks.shape, shape)  # one sink per head: (H,)
     zero_k = k.new_zeros(*k.shape[:-2], 1, k.shape[-1])  # (B, H, 1, d)
@@ -229,8 +233,8 @@ def mask_then_softcap(scores, mask, softcap):
     attention does), and the masked weight is 0.
     """
     checks.softcap_value(softcap)
-    checks.float_tensors(scores=scores)  # the raw scores: finite
-    checks.mask_tensor(mask, scores.shape, scores.device, "zero")
+    checks_torch.float_tensors(scores=scores)  # the raw scores: finite
+    checks_torch.mask_tensor(mask, scores.shape, scores.device, "zero")
     filled = scores.masked_fill(mask, float("-inf"))  # mask first
     return (softcap * torch.tanh(filled / softcap)).softmax(dim=-1)
     # --8<-- [end:softcap-after-mask]
@@ -239,13 +243,13 @@ def mask_then_softcap(scores, mask, softcap):
 # --8<-- [start:layouts]
 def from_bthd(x):
     """flash-attn's (B, T, H, d) to ours, (B, H, T, d)."""
-    checks.layout_shape(x.shape, 4, "(B, T, H, d)")
+    checks_conventions.layout_shape(x.shape, 4, "(B, T, H, d)")
     return x.transpose(1, 2)  # (B, T, H, d) -> (B, H, T, d)
 
 
 def from_sequence_first(x):
     """nn.MultiheadAttention's default (T, B, E) to ours, (B, T, E)."""
-    checks.layout_shape(x.shape, 3, "(T, B, E)")
+    checks_conventions.layout_shape(x.shape, 3, "(T, B, E)")
     return x.transpose(0, 1)  # (T, B, E) -> (B, T, E)
     # --8<-- [end:layouts]
 
@@ -261,7 +265,7 @@ def kv_head_of(n_head, n_kv_head, layout):
     """
     checks.positive_integer(n_head, "n_head")
     checks.kv_head_split(n_head, n_kv_head)
-    checks.head_layout(layout)
+    checks_conventions.head_layout(layout)
     h = torch.arange(n_head)
     if layout == "consecutive":
         return h // (n_head // n_kv_head)  # (H,)
@@ -277,7 +281,9 @@ def default_scale(d_head, convention, query_pre_attn_scalar=None):
     transformers); "gemma": query_pre_attn_scalar^(-1/2) (Gemma 2 and
     3, set per model); "t5": 1 (T5 folds it into its initialisation).
     """
-    checks.scale_convention(d_head, convention, query_pre_attn_scalar)
+    checks_conventions.scale_convention(
+        d_head, convention, query_pre_attn_scalar
+    )
     if convention == "gemma":
         return query_pre_attn_scalar**-0.5
     return 1.0 if convention == "t5" else d_head**-0.5
@@ -296,7 +302,9 @@ def additive_mask(mask, dtype, fill="-inf"):
     drowns them (finfo.min always; -1e9 for small scores in float32).
     """
     checks.mask_dtype(mask.dtype)
-    value = checks.fill_value(fill, dtype)  # a float the dtype holds
+    value = checks_conventions.fill_value(
+        fill, dtype
+    )  # a float the dtype holds
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(mask, value)
     # --8<-- [end:additive-mask]

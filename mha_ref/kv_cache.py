@@ -10,7 +10,7 @@ a step that raises leaves the cache exactly as it was.
 import torch
 import torch.nn.functional as F
 
-from mha_ref import checks, torch_ref
+from mha_ref import checks, checks_cache, checks_torch, torch_ref
 
 
 # --8<-- [start:kv-cache-example]
@@ -21,7 +21,7 @@ def cached_attention_example(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
     >>> aligned.tolist(), upper_left.tolist()
     ([25.0, 30.0], [10.0, 15.0])
     """
-    checks.new_queries(values, 2)  # one key at least per new query
+    checks_cache.new_queries(values, 2)  # one key at least per new query
     n_key = len(values)
     query_positions = torch.arange(n_key - 2, n_key)  # [3, 4]: the new ones
     key_positions = torch.arange(n_key)  # [0, 1, 2, 3, 4]: cache + new
@@ -52,7 +52,7 @@ def single_new_query(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
 
     Returns the output with the position mask and without any mask.
     """
-    checks.new_queries(values, 1)  # the new query needs one key at least
+    checks_cache.new_queries(values, 1)  # the new query needs one key at least
     n_key = len(values)
     blocked = torch_ref.causal_mask_for_positions([n_key - 1], range(n_key))
     q = torch.zeros(1, 1, 1, 2, dtype=torch.float64)
@@ -75,7 +75,7 @@ def single_query_is_causal(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
     >>> no_mask.tolist(), is_causal.tolist()
     ([30.0], [10.0])
     """
-    checks.new_queries(values, 1)  # the new query needs one key at least
+    checks_cache.new_queries(values, 1)  # the new query needs one key at least
     n_key = len(values)
     q = torch.zeros(1, 1, 1, 2, dtype=torch.float64)  # (B, H, 1, d)
     k = torch.zeros(1, 1, n_key, 2, dtype=torch.float64)  # (B, H, Tk, d)
@@ -117,7 +117,9 @@ class KVCache:
         k, v (B, H_kv, Tc, dh) -> (B, H_kv, T + Tc, dh) each; the cache
         itself is unchanged until the caller stores the result.
         """
-        checks.kv_chunk(self.keys, self.values, k, v)  # B, H_kv, Tc agree
+        checks_cache.kv_chunk(
+            self.keys, self.values, k, v
+        )  # B, H_kv, Tc agree
         if self.keys is None:
             return k, v  # the first chunk
         keys = torch.cat([self.keys, k], dim=-2)  # (B, H_kv, T + Tc, dh)
@@ -144,7 +146,7 @@ class RollingKVCache(KVCache):
     """
 
     def __init__(self, window, sink_tokens=0):
-        checks.rolling_window(window, sink_tokens)  # ints >= 1 and >= 0
+        checks_cache.rolling_window(window, sink_tokens)  # ints >= 1 and >= 0
         self.window, self.sink_tokens = window, sink_tokens
         super().__init__()
 
@@ -236,9 +238,11 @@ def cached_forward(module, x, chunks, window=None, sink_tokens=0):
     sink_tokens) for p = 0 .. T - 1.
     """
     checks.model_input(x.shape, module.d_model)
-    chunks = checks.chunk_lengths(chunks, x.shape[1])  # a list, sums to T
+    chunks = checks_cache.chunk_lengths(
+        chunks, x.shape[1]
+    )  # a list, sums to T
     if window is None:
-        checks.rolling_window(window, sink_tokens)  # sinks need a window
+        checks_cache.rolling_window(window, sink_tokens)  # sinks need a window
         cache, step = KVCache(), cached_step
     else:  # keep only what the window lets a later query see
         cache, step = RollingKVCache(window, sink_tokens), rolling_step
@@ -259,7 +263,7 @@ def cross_keys_values(module, context):
     so every decoding step reuses these (RoPE is for self-attention).
     """
     weight = module.wk.weight  # the module's dtype and device
-    checks.cross_context(module.rope, context, module.d_model, weight)
+    checks_cache.cross_context(module.rope, context, module.d_model, weight)
     k = module.split_heads(module.wk(context))  # (B, H_kv, S, dh)
     v = module.split_heads(module.wv(context))  # (B, H_kv, S, dh)
     return k, v
@@ -273,7 +277,7 @@ def cross_step(module, x, keys_values, padding=None):
     No causal mask: the whole source is there from the first step;
     padding (B, 1, 1, S), True = a padded source position.
     """
-    checks.model_tensors(x, None, module.d_model, module.wq.weight)
+    checks_torch.model_tensors(x, None, module.d_model, module.wq.weight)
     q = module.split_heads(module.wq(x))  # (B, H, Tc, dh)
     out, _ = torch_ref.attention(q, *keys_values, padding)  # (B, H, Tc, dh)
     return module.wo(module.merge_heads(out))  # (B, Tc, d_model)

@@ -16,7 +16,14 @@ import math
 import torch
 from torch import nn
 
-from mha_ref import checks, kv_cache, latent_numpy, torch_ref
+from mha_ref import (
+    checks,
+    checks_cache,
+    checks_torch,
+    kv_cache,
+    latent_numpy,
+    torch_ref,
+)
 from mha_ref.latent_numpy import latent_shapes, state_dict_shapes
 
 # DeepSeek-V3's published attention shapes (its config.json on the
@@ -50,7 +57,7 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
 
     def forward(self, x):
-        checks.float_tensors(x=x)  # floating, finite
+        checks_torch.float_tensors(x=x)  # floating, finite
         latent_numpy.rms_norm_inputs(self.weight.shape, self.eps, x.shape)
         wide = x.to(torch.promote_types(x.dtype, torch.float32))
         # rms = sqrt(mean(x^2) + eps), one per row
@@ -99,7 +106,7 @@ class MultiHeadLatentAttention(nn.Module):
             rope_base,
             rope_interleave,
         )
-        checks.device(device, torch.cuda.is_available())
+        checks_torch.device(device, torch.cuda.is_available())
         self.d_model, self.n_head = d_model, n_head
         self.kv_lora_rank, self.q_lora_rank = kv_lora_rank, q_lora_rank
         self.qk_nope_head_dim = qk_nope_head_dim
@@ -329,7 +336,7 @@ def _forward_tensors(module, x, mask, positions, absorbed):
     # the guards of forward: x, mask (B, H, T, T), positions (T,)
     if not isinstance(absorbed, bool):
         raise TypeError(f"absorbed must be True or False, got {absorbed!r}")
-    checks.model_tensors(x, None, module.d_model, _weight(module))
+    checks_torch.model_tensors(x, None, module.d_model, _weight(module))
     b, t, _ = x.shape
     if positions is None:
         positions = torch.arange(t, device=x.device)  # (T,): 0 .. T - 1
@@ -337,7 +344,9 @@ def _forward_tensors(module, x, mask, positions, absorbed):
         positions = checks.array_of(positions, "positions", torch.as_tensor)
     checks.rope_positions(positions, t)  # (T,), real, finite
     if mask is not None:
-        mask = checks.mask_tensor(mask, (b, module.n_head, t, t), x.device)
+        mask = checks_torch.mask_tensor(
+            mask, (b, module.n_head, t, t), x.device
+        )
     return mask, positions.to(x.device)
 
 
@@ -438,7 +447,9 @@ def cached_latent_forward(module, x, chunks, absorbed=False):
     module(x, mask=torch_ref.causal_mask(T), absorbed=absorbed)[0].
     """
     checks.model_input(x.shape, module.d_model)
-    chunks = checks.chunk_lengths(chunks, x.shape[1])  # a list, sums to T
+    chunks = checks_cache.chunk_lengths(
+        chunks, x.shape[1]
+    )  # a list, sums to T
     cache = LatentCache()
     outputs = []
     for n in chunks:

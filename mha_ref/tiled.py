@@ -14,7 +14,7 @@ import math
 import numpy as np
 import torch
 
-from mha_ref import checks, numpy_ref, torch_ref
+from mha_ref import checks, checks_tiles, checks_torch, numpy_ref, torch_ref
 
 BLOCK = 64  # default block_q and block_k
 
@@ -83,13 +83,13 @@ def position_rule(mask_rule, causal, lead, ref):
     serves the torch pass too); with causal=True too, a pair is blocked
     when either blocks it. ``ref``: numpy_ref or torch_ref.
     """
-    checks.mask_rule(mask_rule)  # None, or a callable
+    checks_tiles.mask_rule(mask_rule)  # None, or a callable
     if mask_rule is None:
         return None
 
     def rule(q_pos, k_pos):
         blocked = mask_rule(q_pos, k_pos)  # (bq, bk) or (B, 1, bq, bk)
-        checks.rule_tile(blocked, (*lead, len(q_pos), len(k_pos)))
+        checks_tiles.rule_tile(blocked, (*lead, len(q_pos), len(k_pos)))
         if ref is torch_ref:
             device = getattr(q_pos, "device", None)
             blocked = torch.as_tensor(blocked, device=device)
@@ -406,7 +406,7 @@ def tiled_attention_torch(
     scale, softcap, bias and sinks as in torch_ref.attention; the sink
     enters each row's running max and sum once, before the first tile.
     """
-    mask = checks.scored_attention_tensors(
+    mask = checks_torch.scored_attention_tensors(
         q, k, v, mask, empty_rows, scale, softcap, bias, sinks
     )  # also where bias is -inf
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
@@ -731,7 +731,7 @@ def tiled_attention_backward_torch(
     Low-precision inputs compute in float32, cast once at the end; with
     sinks, dsinks (H,) comes as a fourth value, in sinks' dtype.
     """
-    checks.backward_tensors(q, k, v, dout)  # dout: any float dtype
+    checks_torch.backward_tensors(q, k, v, dout)  # dout: any float dtype
     # fp16 and bf16 compute in float32, as the forward; float64 stays
     dtype, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
     q, k, v, dout = q.to(acc), k.to(acc), v.to(acc), dout.to(acc)
@@ -833,13 +833,15 @@ def tiles_computed(
     is the share of the score matrix's arithmetic that is done.
     """
     q_pos, k_pos = np.asarray(query_positions), np.asarray(key_positions)
-    checks.tile_count(mask_rule, q_pos.shape, k_pos.shape, block_q, block_k)
+    checks_tiles.tile_count(
+        mask_rule, q_pos.shape, k_pos.shape, block_q, block_k
+    )
     computed = total = 0
     for i in range(0, len(q_pos), block_q):
         for j in range(0, len(k_pos), block_k):
             q_tile, k_tile = q_pos[i : i + block_q], k_pos[j : j + block_k]
             blocked = mask_rule(q_tile, k_tile)  # (bq, bk), True = blocked
-            checks.rule_tile(blocked, (len(q_tile), len(k_tile)))
+            checks_tiles.rule_tile(blocked, (len(q_tile), len(k_tile)))
             computed += not bool(blocked.all())
             total += 1
     return computed, total

@@ -12,7 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha_ref import checks
+from mha_ref import checks, checks_torch
 
 
 def check_finite(tensor, name):
@@ -37,7 +37,7 @@ def _check_scores(scores, mask=None):
 
 def _check_mask(mask, scores_shape):
     # the mask expanded to the scores: SDPA needs at least (Tq, Tk)
-    return checks.mask_tensor(mask, scores_shape)
+    return checks_torch.mask_tensor(mask, scores_shape)
 
 
 def _check_sinks(scores, sinks):
@@ -138,7 +138,7 @@ def attention(
     -inf blocks), then the mask, then sinks (H,): one logit per query
     head in the softmax, with no value (gpt-oss; -inf: none).
     """
-    mask = checks.scored_attention_tensors(
+    mask = checks_torch.scored_attention_tensors(
         q, k, v, mask, empty_rows, scale, softcap, bias, sinks
     )
     group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
@@ -194,7 +194,7 @@ def attention_backward(
     k, as the forward made them (with the same score modifiers); a row
     with no key (empty_rows="zero") has A = 0 and passes no gradient on.
     """
-    checks.backward_tensors(q, k, v, dout)  # dout: any float dtype
+    checks_torch.backward_tensors(q, k, v, dout)  # dout: any float dtype
     # fp16 and bf16 compute in float32, as the forward; float64 stays
     dtype, wide = q.dtype, torch.promote_types(q.dtype, torch.float32)
     q, k, v, dout = q.to(wide), k.to(wide), v.to(wide), dout.to(wide)
@@ -270,7 +270,7 @@ def causal_mask(t, tk=None, align=None, device=None):
     row with no allowed key.
     """
     tk, offset = checks.causal_shape(t, tk, align)  # offset 0 or tk - t
-    checks.device(device, torch.cuda.is_available())  # a clear error
+    checks_torch.device(device, torch.cuda.is_available())  # a clear error
     ones = torch.ones(t, tk, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1 + offset)
     # --8<-- [end:causal-mask]
@@ -510,7 +510,7 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         checks.head_split(d_model, n_head)
-        checks.device(device, torch.cuda.is_available())
+        checks_torch.device(device, torch.cuda.is_available())
         self.n_kv_head = n_head if n_kv_head is None else n_kv_head
         checks.kv_head_split(n_head, self.n_kv_head)
         self.d_model, self.n_head = d_model, n_head
@@ -550,7 +550,7 @@ class MultiHeadAttention(nn.Module):
         ``positions`` (Tq,): where the rows of x sit, for RoPE only
         (default 0 .. Tq - 1).
         """
-        checks.model_tensors(x, context, self.d_model, self.wq.weight)
+        checks_torch.model_tensors(x, context, self.d_model, self.wq.weight)
         if context is None:
             context = x  # self-attention
         else:
@@ -584,7 +584,7 @@ class MultiHeadAttention(nn.Module):
 def sdpa_forward(module, x, mask=None, context=None, positions=None):
     """The module's weights through F.scaled_dot_product_attention."""
     q, k, v = module.project(x, context, positions)  # k, v: H_kv heads
-    mask = checks.attention_tensors(q, k, v, mask)  # as attention() does
+    mask = checks_torch.attention_tensors(q, k, v, mask)  # as attention() does
     # SDPA's boolean mask means True = allowed: the one place we flip it
     allowed = None if mask is None else ~mask  # (B, H, Tq, Tk)
     # dropout_p does not follow module.eval(): pass 0.0 explicitly
@@ -645,7 +645,7 @@ def library_forward(library, x, mask=None, context=None):
     A per-head or per-batch mask becomes the (B * H, Tq, Tk) it expects.
     """
     weight = library.out_proj.weight  # the module's dtype and device
-    checks.model_tensors(x, context, library.embed_dim, weight)
+    checks_torch.model_tensors(x, context, library.embed_dim, weight)
     context = x if context is None else context
     b, tq, tk = x.shape[0], x.shape[1], context.shape[1]
     h = library.num_heads

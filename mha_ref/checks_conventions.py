@@ -1,0 +1,149 @@
+"""Input checks of the conventions' translations (conventions.py):
+layouts, windows, scales and fill values as each library names them.
+
+Each raises ``ValueError`` or ``TypeError`` naming the argument and its
+shape or value; the checks both frameworks share are in checks.py.
+"""
+
+import numpy as np
+
+from mha_ref.checks import (
+    _no_nan_or_posinf,
+    integer,
+    is_tensor,
+    positive_integer,
+    real_number,
+    rope_head_size,
+)
+from mha_ref.checks_torch import (
+    float_tensors,
+)
+
+# The conventions page's converters (mha_ref/conventions.py): guards.
+
+
+def window_convention(window, library, libraries):
+    """A Hugging Face sliding window W >= 1 and a library to express it in."""
+    positive_integer(window, "window")
+    if library not in libraries:
+        raise ValueError(
+            f"library must be one of {libraries}, got {library!r}"
+        )
+
+
+def window_value(value, library, libraries):
+    """Another library's causal window: (left >= 0, 0) or an int >= 0."""
+    if library not in libraries:
+        raise ValueError(
+            f"library must be one of {libraries}, got {library!r}"
+        )
+    if library in ("flash_attn", "jax"):
+        if not isinstance(value, tuple | list) or len(value) != 2:
+            raise TypeError(
+                f"{library}'s window is a pair (left, right), got {value!r}"
+            )
+        integer(value[0], "left")
+        integer(value[1], "right")
+        if value[0] < 0 or value[1] != 0:
+            raise ValueError(
+                f"a causal sliding window is (left >= 0, right = 0) in "
+                f"{library}'s terms, got {tuple(value)}; right > 0 lets a "
+                f"query see later keys, -1 means unlimited"
+            )
+        return
+    integer(value, "window")
+    least = 0 if library == "attention_gym" else 1
+    if value < least:
+        raise ValueError(
+            f"{library}'s window must be at least {least}, got {value}"
+        )
+
+
+def layout_shape(shape, ndim, layout):
+    """A tensor of the layout named, e.g. 4-D for (B, T, H, d)."""
+    if len(tuple(shape)) != ndim:
+        raise ValueError(
+            f"expected a {ndim}-D tensor {layout}, got shape {tuple(shape)}"
+        )
+
+
+def sink_key_inputs(k, v, sinks):
+    """k, v as float_tensors checks them; sinks a 1-D float tensor (H,)
+    of one dtype with them, -inf allowed (no sink), no NaN or +inf."""
+    float_tensors(k=k, v=v)
+    if not is_tensor(sinks) or sinks.dtype != k.dtype or sinks.dim() != 1:
+        shape = tuple(getattr(sinks, "shape", ()))
+        raise TypeError(
+            f"sinks must be a 1-D tensor (H,) of k's dtype {k.dtype}, got "
+            f"{type(sinks).__name__} {getattr(sinks, 'dtype', '')} {shape}"
+        )
+    _no_nan_or_posinf(sinks.detach().cpu().double().numpy(), "sinks", "none")
+
+
+HEAD_LAYOUTS = ("consecutive", "strided")
+
+
+def head_layout(layout):
+    """How query heads share key/value heads: consecutive or strided."""
+    if layout not in HEAD_LAYOUTS:
+        raise ValueError(
+            f"layout must be one of {HEAD_LAYOUTS}, got {layout!r}"
+        )
+
+
+SCALE_CONVENTIONS = ("sqrt", "gemma", "t5")
+
+
+def scale_convention(d_head, convention, query_pre_attn_scalar):
+    """A scale convention and what it needs: Gemma's query_pre_attn_scalar."""
+    positive_integer(d_head, "d_head")
+    if convention not in SCALE_CONVENTIONS:
+        raise ValueError(
+            f"convention must be one of {SCALE_CONVENTIONS}, got "
+            f"{convention!r}"
+        )
+    if convention == "gemma":
+        value = real_number(query_pre_attn_scalar, "query_pre_attn_scalar")
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(
+                f"query_pre_attn_scalar must be positive and finite, got "
+                f"{query_pre_attn_scalar}"
+            )
+
+
+def fill_value(fill, dtype):
+    """A fill for blocked scores: "-inf", "min" or a number, as a float.
+
+    ``dtype``: a torch floating dtype; a number it cannot hold (-1e9 in
+    float16) is refused, where masked_fill would raise a RuntimeError.
+    """
+    import torch  # only the torch converters call this
+
+    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
+        raise TypeError(f"dtype must be a torch floating dtype, got {dtype}")
+    info = torch.finfo(dtype)
+    if fill == "-inf":
+        return float("-inf")
+    if fill == "min":
+        return info.min
+    value = real_number(fill, "fill")
+    if not np.isfinite(value) or not info.min <= value <= info.max:
+        raise ValueError(
+            f"fill {fill!r} does not fit {dtype} (finite values from "
+            f"{info.min} to {info.max}); use '-inf' or 'min'"
+        )
+    return value
+
+
+def rope_weight(shape, n_head):
+    """W_Q or W_K, (n_head * d_head, d_model), or its bias (n_head *
+    d_head,): whole heads of an even size, for the RoPE pair reorder."""
+    shape = tuple(shape)
+    positive_integer(n_head, "n_head")
+    if len(shape) not in (1, 2) or shape[0] % n_head:
+        raise ValueError(
+            f"a W_Q or W_K weight (n_head * d_head, d_model) or its bias "
+            f"(n_head * d_head,) with n_head = {n_head}: the rows must "
+            f"split into n_head heads, got shape {shape}"
+        )
+    rope_head_size(shape[0] // n_head)

@@ -1,0 +1,57 @@
+"""Input checks of the tiled passes (tiled.py): block sizes, a mask rule
+and what it returns for a tile.
+
+Each raises ``ValueError`` or ``TypeError`` naming the argument and its
+shape or value; the checks both frameworks share are in checks.py.
+"""
+
+import numpy as np
+
+from mha_ref.checks import (
+    _rule_int,
+    positions,
+)
+
+
+def mask_rule(rule):
+    """A tiled pass's mask_rule: None or a callable (q_pos, k_pos) -> mask."""
+    if rule is not None and not callable(rule):
+        raise TypeError(
+            f"mask_rule must be a function (query_positions, "
+            f"key_positions) -> blocked, e.g. functools.partial("
+            f"sliding_window_mask, window=256); got {type(rule).__name__}"
+        )
+
+
+def rule_tile(blocked, tile_shape):
+    """What a mask_rule returned for one tile: bool, broadcasting to it."""
+    shape = tuple(getattr(blocked, "shape", ()))
+    if str(getattr(blocked, "dtype", None)) not in ("bool", "torch.bool"):
+        raise TypeError(
+            f"mask_rule must return a boolean mask (True = blocked), got "
+            f"{type(blocked).__name__} of dtype "
+            f"{getattr(blocked, 'dtype', None)}"
+        )
+    try:
+        full = np.broadcast_shapes(shape, tuple(tile_shape))
+    except ValueError:
+        full = None
+    if full != tuple(tile_shape):
+        raise ValueError(
+            f"mask_rule returned shape {shape} for a tile of scores "
+            f"{tuple(tile_shape)}: it must broadcast to the tile, as "
+            f"(bq, bk) for 1-D positions"
+        )
+
+
+def tile_count(rule, query_shape, key_shape, block_q, block_k):
+    """The guards of tiled.tiles_computed: a rule, 1-D positions, blocks."""
+    if rule is None:
+        raise TypeError(
+            "mask_rule must be a function (query_positions, "
+            "key_positions) -> blocked, got None"
+        )
+    mask_rule(rule)
+    positions(query_shape, key_shape)
+    for name, value in (("block_q", block_q), ("block_k", block_k)):
+        _rule_int(value, name, 1)

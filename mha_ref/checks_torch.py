@@ -1,0 +1,233 @@
+"""Input checks of the PyTorch side: tensors (their devices, dtypes and
+values, read without importing torch) for torch_ref and latent_torch.
+
+Each raises ``ValueError`` or ``TypeError`` naming the argument and its
+shape or value; the checks both frameworks share are in checks.py.
+"""
+
+from mha_ref.checks import (
+    _broadcasts_to,
+    _modifier_kind,
+    _no_nan_or_posinf,
+    _rows_without_keys_or_sink,
+    _tensor_kind,
+    context_input,
+    empty_rows_option,
+    every_row_has_a_key,
+    finite,
+    integer,
+    is_tensor,
+    mask_dtype,
+    mask_shape,
+    model_input,
+    output_shape,
+    score_scale,
+    scores_shape,
+    sinks_shape,
+    softcap_value,
+    tensor_finite,
+    upstream,
+)
+
+
+def is_tensor_scalar(value):
+    """True for a 0-d torch tensor (iterating over one fails)."""
+    return is_tensor(value) and value.dim() == 0
+
+
+def _as_index(value, name):
+    # an int, a NumPy integer or a 0-d integer tensor, as a Python int
+    if is_tensor_scalar(value):
+        value = value.item()  # an int, float or bool: integer() decides
+    integer(value, name)
+    return int(value)
+
+
+def float_tensors(**tensors):
+    """Torch inputs: tensors of one floating dtype, on one device, finite.
+
+    Raises TypeError naming the type or the dtypes (int, bool or complex
+    tensors, NumPy arrays, a mix of dtypes), ValueError for tensors on
+    different devices or holding NaN or an infinity.
+    """
+    for name, tensor in tensors.items():
+        if not is_tensor(tensor):
+            raise TypeError(
+                f"{name} must be a torch.Tensor, got "
+                f"{type(tensor).__name__}; convert with "
+                f"torch.as_tensor({name})"
+            )
+        if not tensor.dtype.is_floating_point:
+            raise TypeError(
+                f"{name} has dtype {tensor.dtype}; expected a real "
+                f"floating dtype (torch.float16, torch.bfloat16, "
+                f"torch.float32 or torch.float64): convert with "
+                f"{name}.float()"
+            )
+    listed = ", ".join(f"{n} {t.dtype}" for n, t in tensors.items())
+    if len({t.dtype for t in tensors.values()}) > 1:
+        raise TypeError(
+            f"{', '.join(tensors)} must share one dtype, got {listed}; "
+            f"convert with .to(dtype)"
+        )
+    if len({t.device for t in tensors.values()}) > 1:
+        where = ", ".join(f"{n} {t.device}" for n, t in tensors.items())
+        raise ValueError(
+            f"{', '.join(tensors)} must be on one device, got {where}"
+        )
+    for name, tensor in tensors.items():
+        if not tensor_finite(tensor):
+            # .double(): NumPy has no bfloat16
+            finite(tensor.detach().cpu().double().numpy(), name)
+
+
+def mask_tensor(mask, scores_shape, device=None, empty_rows="raise"):
+    """A torch bool mask expanded to the scores, every row with a key.
+
+    With empty_rows="zero", rows with every key masked are allowed.
+    """
+    if not is_tensor(mask):
+        raise TypeError(
+            f"mask must be a torch.Tensor of dtype torch.bool, got "
+            f"{type(mask).__name__}; convert with torch.as_tensor(mask)"
+        )
+    mask_dtype(mask.dtype)
+    mask_shape(mask.shape, scores_shape)
+    if device is not None and mask.device != device:
+        raise ValueError(
+            f"mask is on {mask.device} but the inputs are on {device}; "
+            f"move it with mask.to({str(device)!r})"
+        )
+    mask = mask.expand(*scores_shape)  # a view, no copy
+    if empty_rows == "raise":  # no need to look at the rows otherwise
+        every_row_has_a_key(mask.all(dim=-1).cpu().numpy())
+    return mask
+
+
+def attention_tensors(q, k, v, mask=None, empty_rows="raise"):
+    """The guards of a PyTorch attention function, in one call.
+
+    Checks q, k and v (see float_tensors) and their shapes; returns the
+    mask expanded to the scores (..., Tq, Tk), or None. A (Tk,) or 0-d
+    mask becomes a full one, which SDPA needs. Rows with every key
+    masked are refused unless empty_rows="zero".
+    """
+    empty_rows_option(empty_rows)
+    float_tensors(q=q, k=k, v=v)
+    shape = scores_shape(q.shape, k.shape, v.shape)
+    if mask is None:
+        return None
+    return mask_tensor(mask, shape, q.device, empty_rows)
+
+
+def scored_attention_tensors(
+    q, k, v, mask, empty_rows, scale, softcap, bias, sinks
+):
+    """The guards of torch_ref.attention and its score modifiers, one call.
+
+    q, k and v as attention_tensors checks them; bias (broadcasting to
+    the scores) and sinks (H,) floating tensors on q's device, of any
+    floating dtype. Returns the blocked entries, mask | (bias == -inf),
+    expanded to the scores (..., Tq, Tk), or None. A row with every key
+    blocked is refused unless its head has a sink or empty_rows="zero".
+    """
+    empty_rows_option(empty_rows)
+    score_scale(scale)
+    softcap_value(softcap)
+    float_tensors(q=q, k=k, v=v)
+    shape = scores_shape(q.shape, k.shape, v.shape)
+    for name, value in (("bias", bias), ("sinks", sinks)):
+        if value is None:
+            continue
+        if not is_tensor(value):
+            raise TypeError(
+                f"{name} must be a torch.Tensor, got "
+                f"{type(value).__name__}; convert with "
+                f"torch.as_tensor({name}, dtype=q.dtype)"
+            )
+        kind = _tensor_kind(value.dtype)
+        _modifier_kind(name, kind, value.dtype, tuple(value.shape))
+        if kind != "f":
+            raise TypeError(
+                f"{name} has dtype {value.dtype}; expected a floating "
+                f"dtype: convert with {name}.to(q.dtype)"
+            )
+        if name == "bias":
+            _broadcasts_to(value.shape, shape, "bias")
+        else:
+            sinks_shape(value.shape, shape)
+        if value.device != q.device:
+            raise ValueError(
+                f"{name} is on {value.device} but q, k and v are on "
+                f"{q.device}; move it with {name}.to({str(q.device)!r})"
+            )
+        if bool((value.isnan() | value.isposinf()).any()):
+            _no_nan_or_posinf(
+                value.detach().cpu().double().numpy(),
+                name,
+                "a blocked key" if name == "bias" else "no sink",
+            )
+    blocked = None
+    if mask is not None:
+        blocked = mask_tensor(mask, shape, q.device, "zero")
+    if bias is not None and bool(bias.isneginf().any()):  # -inf blocks
+        bias_blocked = bias.isneginf().expand(*shape)
+        blocked = bias_blocked if blocked is None else blocked | bias_blocked
+    if blocked is not None:
+        sink_np = None if sinks is None else sinks.detach().cpu().numpy()
+        _rows_without_keys_or_sink(blocked.cpu().numpy(), sink_np, empty_rows)
+    return blocked
+
+
+def backward_tensors(q, k, v, dout):
+    """The guards of a PyTorch backward pass, in one call.
+
+    q, k and v as attention_tensors checks them; dout (..., Tq, dv) a
+    finite floating tensor on their device, of any floating dtype (the
+    backward computes in q's dtype, at least float32).
+    """
+    float_tensors(q=q, k=k, v=v)
+    float_tensors(dout=dout)
+    upstream(dout.shape, output_shape(q.shape, k.shape, v.shape))
+    if dout.device != q.device:
+        raise ValueError(
+            f"dout is on {dout.device} but q, k and v are on {q.device}; "
+            f"move it with dout.to({str(q.device)!r})"
+        )
+
+
+def model_tensors(x, context, d_model, weight):
+    """The guards of a torch module's forward: x and context (or None).
+
+    x (B, Tq, d_model), context (B, Tk, d_model), both of the dtype and
+    on the device of ``weight``, finite, with T >= 1.
+    """
+    named = {"x": x} if context is None else {"x": x, "context": context}
+    float_tensors(**named)
+    if x.dtype != weight.dtype:
+        raise TypeError(
+            f"x has dtype {x.dtype} but the module's weights are "
+            f"{weight.dtype}: convert with x.to({weight.dtype}) or "
+            f"module.to({x.dtype})"
+        )
+    if x.device != weight.device:
+        raise ValueError(
+            f"x is on {x.device} but the module's weights are on "
+            f"{weight.device}: move one with .to(device)"
+        )
+    model_input(x.shape, d_model)
+    if context is not None:
+        context_input(x.shape, context.shape, d_model)
+
+
+def device(device, cuda_available):
+    """Refuse a CUDA device when torch sees none, naming what was asked."""
+    wants_cuda = str(device).startswith("cuda") or (
+        isinstance(device, int) and not isinstance(device, bool)
+    )
+    if device is not None and wants_cuda and not cuda_available:
+        raise ValueError(
+            f"device={device!r} asks for CUDA, but "
+            f"torch.cuda.is_available() is False here (no GPU, or a "
+            f"CPU-only torch build); use device='cpu' or None"
+        )
