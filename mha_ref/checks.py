@@ -222,7 +222,7 @@ def mask_positions(query_positions, key_positions, as_array):
 def _kind(values):
     # a NumPy kind letter for an array or a tensor
     if is_tensor(values):
-        return _tensor_kind(values.dtype)
+        return tensor_kind(values.dtype)
     return np.asarray(values).dtype.kind
 
 
@@ -428,7 +428,7 @@ def rope_positions(positions, t, name="positions"):
     True and False are no positions.
     """
     if is_tensor(positions):
-        dtype, kind = positions.dtype, _tensor_kind(positions.dtype)
+        dtype, kind = positions.dtype, tensor_kind(positions.dtype)
         values = positions.detach().cpu()
         values = values.double() if kind == "f" else values
         values = values.numpy()
@@ -445,7 +445,7 @@ def rope_positions(positions, t, name="positions"):
         finite(values, name)
 
 
-def _tensor_kind(dtype):
+def tensor_kind(dtype):
     # a NumPy-like kind letter for a torch dtype, without importing torch
     if dtype.is_complex:
         return "c"
@@ -668,7 +668,7 @@ def softcap_value(softcap):
         )
 
 
-def _broadcasts_to(shape, scores_shape, name):
+def broadcasts_to(shape, scores_shape, name):
     shape, scores_shape = tuple(shape), tuple(scores_shape)
     try:
         full = np.broadcast_shapes(shape, scores_shape)
@@ -681,7 +681,7 @@ def _broadcasts_to(shape, scores_shape, name):
         )
 
 
-def _no_nan_or_posinf(values, name, allowed):
+def no_nan_or_posinf(values, name, allowed):
     # values: a NumPy float array; -inf is allowed and means `allowed`
     bad = np.isnan(values) | np.isposinf(values)
     if np.any(bad):
@@ -692,7 +692,7 @@ def _no_nan_or_posinf(values, name, allowed):
         )
 
 
-def _modifier_kind(name, kind, dtype, shape):
+def modifier_kind(name, kind, dtype, shape):
     if kind == "b":
         raise TypeError(
             f"{name} must hold real numbers, got a boolean {name} of shape "
@@ -721,7 +721,7 @@ def sinks_shape(shape, scores_shape):
         )
 
 
-def _rows_without_keys_or_sink(blocked, sinks, empty_rows):
+def rows_without_keys_or_sink(blocked, sinks, empty_rows):
     # blocked (..., H, Tq, Tk) and sinks (H,) or None, NumPy: a row is
     # empty when every key is blocked and its head has no sink (-inf)
     row_blocked = np.all(blocked, axis=-1)  # (..., H, Tq)
@@ -752,13 +752,13 @@ def scored_attention_arrays(
             continue
         not_a_tensor(value, name, f"torch_ref with a torch {name}")
         array = np.asarray(value)
-        _modifier_kind(name, array.dtype.kind, array.dtype, array.shape)
+        modifier_kind(name, array.dtype.kind, array.dtype, array.shape)
         if name == "bias":
-            _broadcasts_to(array.shape, shape, "bias")
+            broadcasts_to(array.shape, shape, "bias")
         else:
             sinks_shape(array.shape, shape)
         array = array.astype(q.dtype, copy=False)
-        _no_nan_or_posinf(
+        no_nan_or_posinf(
             array, name, "a blocked key" if name == "bias" else "no sink"
         )
         arrays[name] = array
@@ -768,14 +768,14 @@ def scored_attention_arrays(
         bias_blocked = np.broadcast_to(np.isneginf(bias), shape)
         blocked = bias_blocked if blocked is None else blocked | bias_blocked
     if blocked is not None:
-        _rows_without_keys_or_sink(blocked, sinks, empty_rows)
+        rows_without_keys_or_sink(blocked, sinks, empty_rows)
     return q, k, v, blocked, bias, sinks
 
 
 def _numpy_values(values):
     # a NumPy array or a torch tensor as (kind letter, NumPy values)
     if is_tensor(values):
-        kind = _tensor_kind(values.dtype)
+        kind = tensor_kind(values.dtype)
         array = values.detach().cpu()
         return kind, (array.double() if kind == "f" else array).numpy()
     array = np.asarray(values)
@@ -957,7 +957,7 @@ def _rule_values(values, name, ids=False):
     # positions (or document ids) as a NumPy array, checked: 1-D (T,)
     # or (B, T), real whole numbers, finite, >= 0 unless they are ids
     if is_tensor(values):
-        kind = _tensor_kind(values.dtype)
+        kind = tensor_kind(values.dtype)
         array = values.detach().cpu()
         array = (array.double() if kind == "f" else array).numpy()
     else:
@@ -1012,7 +1012,7 @@ def rule_arrays(query_values, key_values, ids=False, names=None):
         )
 
 
-def _rule_int(value, name, least):
+def rule_int(value, name, least):
     integer(value, name)
     if value < least:
         raise ValueError(f"{name} must be at least {least}, got {value}")
@@ -1021,20 +1021,20 @@ def _rule_int(value, name, least):
 def sliding_window_rule(query_positions, key_positions, window, sink_tokens):
     """The guards of sliding_window_mask: positions, window, sinks."""
     rule_arrays(query_positions, key_positions)
-    _rule_int(window, "window", 1)
-    _rule_int(sink_tokens, "sink_tokens", 0)
+    rule_int(window, "window", 1)
+    rule_int(sink_tokens, "sink_tokens", 0)
 
 
 def chunked_rule(query_positions, key_positions, chunk):
     """The guards of chunked_mask: positions and a chunk size >= 1."""
     rule_arrays(query_positions, key_positions)
-    _rule_int(chunk, "chunk", 1)
+    rule_int(chunk, "chunk", 1)
 
 
 def prefix_lm_rule(query_positions, key_positions, prefix):
     """The guards of prefix_lm_mask: positions and a prefix length >= 0."""
     rule_arrays(query_positions, key_positions)
-    _rule_int(prefix, "prefix", 0)
+    rule_int(prefix, "prefix", 0)
 
 
 def document_rule(query_documents, key_documents):
@@ -1050,7 +1050,7 @@ def document_rule(query_documents, key_documents):
 def document_lengths(lengths):
     """The guard of document_ids: (n,) positive integer lengths, n >= 1."""
     if is_tensor(lengths):
-        kind, shape = _tensor_kind(lengths.dtype), tuple(lengths.shape)
+        kind, shape = tensor_kind(lengths.dtype), tuple(lengths.shape)
         values = lengths.detach().cpu().numpy() if kind in "iu" else lengths
     else:
         values = np.asarray(lengths)

@@ -8,14 +8,14 @@ shape or value; the checks both frameworks share are in checks.py.
 import numpy as np
 
 from mha_ref.checks import (
-    _rule_int,
     finite,
     is_tensor,
     model_input,
     rope_self_attention,
+    rule_int,
 )
 from mha_ref.checks_torch import (
-    _as_index,
+    as_index,
     float_tensors,
     is_tensor_scalar,
 )
@@ -42,7 +42,7 @@ def chunk_lengths(chunks, t):
         ) from None
     lengths = []
     for i, n in enumerate(chunks):
-        n = _as_index(n, f"chunks[{i}]")
+        n = as_index(n, f"chunks[{i}]")
         if n <= 0:
             raise ValueError(f"chunks[{i}] = {n}: a chunk needs >= 1 row")
         lengths.append(n)
@@ -116,7 +116,7 @@ def new_queries(values, n_new):
 
 def rolling_window(window, sink_tokens):
     """A rolling cache's window (None: keep everything) and sink_tokens."""
-    _rule_int(sink_tokens, "sink_tokens", 0)
+    rule_int(sink_tokens, "sink_tokens", 0)
     if window is None:
         if sink_tokens:
             raise ValueError(
@@ -124,7 +124,7 @@ def rolling_window(window, sink_tokens):
                 f"the cache keeps every position anyway"
             )
         return
-    _rule_int(window, "window", 1)
+    rule_int(window, "window", 1)
 
 
 def cross_context(rope, context, d_model, weight):

@@ -8,9 +8,9 @@ shape or value; the checks both frameworks share are in checks.py.
 import numpy as np
 
 from mha_ref.checks import (
-    _no_nan_or_posinf,
     integer,
     is_tensor,
+    no_nan_or_posinf,
     positive_integer,
     real_number,
     rope_head_size,
@@ -77,7 +77,7 @@ def sink_key_inputs(k, v, sinks):
             f"sinks must be a 1-D tensor (H,) of k's dtype {k.dtype}, got "
             f"{type(sinks).__name__} {getattr(sinks, 'dtype', '')} {shape}"
         )
-    _no_nan_or_posinf(sinks.detach().cpu().double().numpy(), "sinks", "none")
+    no_nan_or_posinf(sinks.detach().cpu().double().numpy(), "sinks", "none")
 
 
 HEAD_LAYOUTS = ("consecutive", "strided")

@@ -8,8 +8,8 @@ shape or value; the checks both frameworks share are in checks.py.
 import numpy as np
 
 from mha_ref.checks import (
-    _rule_int,
     positions,
+    rule_int,
 )
 
 
@@ -54,4 +54,4 @@ def tile_count(rule, query_shape, key_shape, block_q, block_k):
     mask_rule(rule)
     positions(query_shape, key_shape)
     for name, value in (("block_q", block_q), ("block_k", block_k)):
-        _rule_int(value, name, 1)
+        rule_int(value, name, 1)

@@ -6,11 +6,7 @@ shape or value; the checks both frameworks share are in checks.py.
 """
 
 from mha_ref.checks import (
-    _broadcasts_to,
-    _modifier_kind,
-    _no_nan_or_posinf,
-    _rows_without_keys_or_sink,
-    _tensor_kind,
+    broadcasts_to,
     context_input,
     empty_rows_option,
     every_row_has_a_key,
@@ -20,12 +16,16 @@ from mha_ref.checks import (
     mask_dtype,
     mask_shape,
     model_input,
+    modifier_kind,
+    no_nan_or_posinf,
     output_shape,
+    rows_without_keys_or_sink,
     score_scale,
     scores_shape,
     sinks_shape,
     softcap_value,
     tensor_finite,
+    tensor_kind,
     upstream,
 )
 
@@ -35,7 +35,7 @@ def is_tensor_scalar(value):
     return is_tensor(value) and value.dim() == 0
 
 
-def _as_index(value, name):
+def as_index(value, name):
     # an int, a NumPy integer or a 0-d integer tensor, as a Python int
     if is_tensor_scalar(value):
         value = value.item()  # an int, float or bool: integer() decides
@@ -145,15 +145,15 @@ def scored_attention_tensors(
                 f"{type(value).__name__}; convert with "
                 f"torch.as_tensor({name}, dtype=q.dtype)"
             )
-        kind = _tensor_kind(value.dtype)
-        _modifier_kind(name, kind, value.dtype, tuple(value.shape))
+        kind = tensor_kind(value.dtype)
+        modifier_kind(name, kind, value.dtype, tuple(value.shape))
         if kind != "f":
             raise TypeError(
                 f"{name} has dtype {value.dtype}; expected a floating "
                 f"dtype: convert with {name}.to(q.dtype)"
             )
         if name == "bias":
-            _broadcasts_to(value.shape, shape, "bias")
+            broadcasts_to(value.shape, shape, "bias")
         else:
             sinks_shape(value.shape, shape)
         if value.device != q.device:
@@ -162,7 +162,7 @@ def scored_attention_tensors(
                 f"{q.device}; move it with {name}.to({str(q.device)!r})"
             )
         if bool((value.isnan() | value.isposinf()).any()):
-            _no_nan_or_posinf(
+            no_nan_or_posinf(
                 value.detach().cpu().double().numpy(),
                 name,
                 "a blocked key" if name == "bias" else "no sink",
@@ -175,7 +175,7 @@ def scored_attention_tensors(
         blocked = bias_blocked if blocked is None else blocked | bias_blocked
     if blocked is not None:
         sink_np = None if sinks is None else sinks.detach().cpu().numpy()
-        _rows_without_keys_or_sink(blocked.cpu().numpy(), sink_np, empty_rows)
+        rows_without_keys_or_sink(blocked.cpu().numpy(), sink_np, empty_rows)
     return blocked
 
 
