@@ -2,12 +2,15 @@
 
 import os
 import platform
+import statistics
 import subprocess
+import time
 from pathlib import Path
 
 from bench.timing import ROOT
 
 CHROMIUM = "/usr/bin/chromium"
+PROBE_N, PROBE_RUNS = 5_000_000, 5
 KATEX_VERSION = ROOT / "docs/assets/katex/VERSION"
 
 
@@ -28,6 +31,7 @@ def environment():
         "cores": os.cpu_count(),
         "cores_available": len(os.sched_getaffinity(0)),
         "load_average_at_start": os.getloadavg(),
+        "cpu_probe_s": cpu_probe(),
         "python": platform.python_version(),
         "numpy": np.__version__,
         "torch": torch.__version__,
@@ -44,6 +48,21 @@ def environment():
             _version(["git", "-C", str(ROOT), "status", "--porcelain"])
         ),
     }
+
+
+def cpu_probe():
+    """Median seconds of a fixed pure-Python loop on one core: the same
+    machine kind runs it in very different times on different days (a
+    shared host), and the suite's seconds scale with it, so a report's
+    times are read against it."""
+    times = []
+    for _ in range(PROBE_RUNS):
+        start = time.perf_counter()
+        total = 0
+        for i in range(PROBE_N):
+            total += i
+        times.append(time.perf_counter() - start)
+    return round(statistics.median(times), 3)
 
 
 def _version(command):

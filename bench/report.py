@@ -248,7 +248,10 @@ def _suite_md(s):
         + " (so both include generation, and `make test` both sites' "
         "builds; the .venv exists, so its set-up is not timed): "
         f"`{s['command']}`, on {s['cores']} cores. A target is met only "
-        "by runs that all passed.",
+        "by runs that all passed. Seconds on this shared machine kind "
+        "vary by day with the host's load; read them against "
+        "`cpu_probe_s` in the environment above (a fixed loop on one "
+        "core, timed as the bench starts).",
         "",
         "| command | median (s) | target | met | runs (s) | pytest | passed |",
         "|:--|--:|--:|:--|:--|:--|:--|",
