@@ -86,10 +86,12 @@ def markdown(report):
     lines += ["", f"Total bench time: {report['seconds_total']:.0f} s."]
     if "partial_run" in report:
         rerun = report["partial_run"]
+        probe = rerun["environment"].get("cpu_probe_s")
         lines.append(
             f"Rerun alone afterwards ({rerun['seconds']:.0f} s): "
             f"{', '.join(rerun['parts'])}; its environment is in "
-            "report.json under partial_run."
+            "report.json under partial_run"
+            + (f" (cpu_probe_s {probe})." if probe is not None else ".")
         )
     lines.append("")
     return "\n".join(lines)

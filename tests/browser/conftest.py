@@ -124,7 +124,7 @@ def open_page(browser, tab):
     def open_(origin, viewport=None):
         if not scopes:
             page = tab.fresh(origin, viewport or DESKTOP)
-            scopes.append(harness.TestScope(tab.context))
+            scopes.append(harness.ScopedContext(tab.context))
             return page, harness.Recorder(scopes[0], origin)
         context = browser.new_context(viewport=viewport or DESKTOP)
         contexts.append(context)

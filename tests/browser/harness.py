@@ -129,7 +129,7 @@ class Tab:
         return self.page
 
 
-class TestScope:
+class ScopedContext:
     """A browser context as one test sees it: the listeners it adds (a
     Recorder's, Transfers') and every route are removed when the test
     ends, so the next test starts in the same tab, unchanged. Pass it

@@ -372,11 +372,10 @@ _AXE_RUN = """async ({context, options, fails}) => {
 # first opaque one; a wrapper with no colour, no image and full opacity
 # adds nothing, so it is not part of the look). Each run of them builds a
 # grid of the whole page's layout, a second or more on a page of typeset
-# math, so in one test
-# process each look is checked once, on the first page that shows it: an
-# element that looks like one already checked gets the same verdict. axe
-# runs them on one element per new look, and not at all on a page that
-# shows none.
+# math, so in one test process each look is checked once, on the first
+# page that shows it: an element that looks like one already checked gets
+# the same verdict. axe runs them on one element per new look, and not
+# at all on a page that shows none.
 BY_LOOK = ("color-contrast", "link-in-text-block")
 _LOOKS_SEEN = set()
 _LOOK = "data-mha-look"  # marks the elements axe checks by look
