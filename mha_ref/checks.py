@@ -2,7 +2,11 @@
 
 Every check raises ``ValueError`` or ``TypeError`` with the offending
 shape, index or row in its message; none uses ``assert``, which
-``python -O`` removes.
+``python -O`` removes. The checks only some modules run live beside this
+file, so a notebook carries only those its page imports: tensors
+(checks_torch.py), the tiled passes (checks_tiles.py), the KV cache
+(checks_cache.py) and the conventions' translations
+(checks_conventions.py).
 """
 
 from collections.abc import Iterator

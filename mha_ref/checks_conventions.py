@@ -15,11 +15,7 @@ from mha_ref.checks import (
     real_number,
     rope_head_size,
 )
-from mha_ref.checks_torch import (
-    float_tensors,
-)
-
-# The conventions page's converters (mha_ref/conventions.py): guards.
+from mha_ref.checks_torch import float_tensors
 
 
 def window_convention(window, library, libraries):
