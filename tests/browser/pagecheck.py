@@ -425,6 +425,35 @@ _LOOKS_JS = """([mark, seen]) => {
 }"""
 
 
+# The rule whose verdict is about the boxes that scroll: each box a
+# reader can scroll must be reachable by keyboard. Like every axe run, its
+# run first reads the whole page (half a second on a long one), wherever
+# it looks; so alone it runs only on the boxes that scroll now, sideways
+# or down, with what they hold, and not at all on a page where none does.
+BY_SCROLLING = ("scrollable-region-focusable",)
+_SCROLLS = "data-mha-scrolls"  # marks the boxes that scroll
+_SCROLLS_JS = """mark => {
+  document.querySelectorAll(`[${mark}]`).forEach(
+    el => el.removeAttribute(mark));
+  let n = 0;
+  for (const el of document.querySelectorAll("*")) {
+    const s = getComputedStyle(el), can = /auto|scroll/;
+    if ((can.test(s.overflowX) && el.scrollWidth > el.clientWidth) ||
+        (can.test(s.overflowY) && el.scrollHeight > el.clientHeight)) {
+      el.setAttribute(mark, "");
+      n += 1;
+    }
+  }
+  return n;
+}"""
+
+
+def scrolling_boxes(page):
+    """Mark every box that scrolls now; return how many."""
+    page.evaluate(_SETTLED, WAIT_MS)  # the layout at rest
+    return page.evaluate(_SCROLLS_JS, _SCROLLS)
+
+
 def new_looks(page):
     """Mark one element per look this process has not checked; return
     those looks (recorded as checked)."""
@@ -453,20 +482,26 @@ def axe_problems(page, rules=None, by_look=True):
 
     `rules`: the axe rule ids to run, or None for every rule axe runs by
     default. With `by_look`, the rules of BY_LOOK run on the elements of
-    a look not yet checked (see above); without, on the whole page. One
-    line per rule: how many elements, and the first one. Moderate and
-    minor findings are not reported.
+    a look not yet checked (see above); without, on the whole page. The
+    rules of BY_SCROLLING, when named, run on the boxes that scroll (see
+    above). One line per rule: how many elements, and the first one.
+    Moderate and minor findings are not reported.
     """
     if not page.evaluate("() => typeof axe !== 'undefined'"):
         page.add_script_tag(path=str(AXE))
     wanted = list(rules) if rules else None
     looked = [r for r in BY_LOOK if by_look and (not wanted or r in wanted)]
-    rest = [r for r in wanted if r not in looked] if wanted else None
+    scrolled = [r for r in BY_SCROLLING if wanted and r in wanted]
+    rest = (
+        [r for r in wanted if r not in looked + scrolled] if wanted else None
+    )
     found = []
     if rest is None or rest:  # None: every default rule but the looked
         found += _axe(page, None, rest, disabled=looked)
     if looked and new_looks(page):
         found += _axe(page, {"include": [[f"[{_LOOK}]"]]}, looked)
+    if scrolled and scrolling_boxes(page):
+        found += _axe(page, {"include": [[f"[{_SCROLLS}]"]]}, scrolled)
     return [
         f"axe {v['id']} ({v['impact']}, {v['n']} elements: {v['help']}); "
         f"e.g. {v['html']} {v['why']}"

@@ -354,6 +354,30 @@ def test_axe_problems_detects_serious_violations(synthetic, monkeypatch):
     assert [line.split()[1] for line in only] == ["color-contrast"]
 
 
+# Boxes a reader can scroll, none reachable by keyboard: one sideways,
+# one down (a fixed height), one that holds all it shows (no scroll).
+SCROLL_BOXES = """<main><h1>Boxes</h1>
+<div style="overflow-x: auto; width: 200px"><p style="white-space: nowrap">
+  a line of text that runs on sideways past the edge of its box</p></div>
+<div style="overflow-y: auto; height: 40px; width: 200px"><p>
+  lines of text, and more lines, that run on down past the bottom edge
+  of the box that holds them</p></div>
+<div style="overflow: auto"><p>fits</p></div></main>"""
+
+
+def test_axe_scroll_rule_runs_on_every_box_that_scrolls(synthetic):
+    """Alone, scrollable-region-focusable looks at the boxes that scroll,
+    both ways, and finds both; a page where none scrolls needs no run."""
+    page, _, _ = synthetic(SCROLL_BOXES, viewport=PHONE, katex=False)
+    (line,) = pagecheck.axe_problems(page, ["scrollable-region-focusable"])
+    assert line.startswith("axe scrollable-region-focusable "), line
+    assert "2 elements" in line, line
+    assert pagecheck.scrolling_boxes(page) == 2
+    page, _, _ = synthetic("<main><h1>Fine</h1><p>Text.</p></main>")
+    assert pagecheck.scrolling_boxes(page) == 0
+    assert pagecheck.axe_problems(page, ["scrollable-region-focusable"]) == []
+
+
 # Faint text among many paragraphs of one look, then the same on a second
 # page: the faint look is new on the first page and checked; on the
 # second, both looks were checked, so axe's look rules do not run again.

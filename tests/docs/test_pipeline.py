@@ -1,8 +1,11 @@
 """The generation step: page scripts, glue, found dependencies, cache.
 
 The first tests run the real pipeline on a tiny project in tmp_path (two
-pages, two mha_ref files, the real glue.py): every kernel start costs a
-second or two, so they share one module-scoped project where they can.
+pages, two mha_ref files, the real glue.py). Each page still runs in a
+kernel of its own, forked from one warm process that the whole module
+shares (starting one imports torch, about 4.5 CPU-seconds, more than
+the tiny pages compute), and they share one module-scoped project where
+they can.
 The last one computes the real repository's keys in a copy and shows an
 edit of one mha_ref file makes exactly the pages that carry it stale.
 """
@@ -18,6 +21,7 @@ import pytest
 from pipeline import cache, pages
 from pipeline.generation import Project, discover, generate, stale
 from pipeline.page_data import glued_names
+from pipeline.warm_kernels import started
 
 pytestmark = pytest.mark.slow  # make fast skips it; make test runs it
 
@@ -71,18 +75,26 @@ def make_project(root):
     return Project(root=root)
 
 
-def run(project, **kwargs):
+@pytest.fixture(scope="module")
+def kernels():
+    """One warm process for the module's generations, as the watcher of
+    `make serve` keeps one for its session."""
+    with started() as warm:
+        yield warm
+
+
+def run(project, kernels, **kwargs):
     log = []
-    failed = generate(project, say=log.append, **kwargs)
+    failed = generate(project, say=log.append, kernels=kernels, **kwargs)
     ran = sorted(line.split()[1] for line in log if line.startswith("  ran"))
     return failed, ran, log
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
+def built(tmp_path_factory, kernels):
     """The tiny project, generated once."""
     project = make_project(tmp_path_factory.mktemp("pipeline"))
-    failed, ran, log = run(project)
+    failed, ran, log = run(project, kernels)
     assert failed == [], "\n".join(log)
     assert ran == ["alpha", "beta"]
     return project
@@ -135,33 +147,39 @@ def test_carried_files_are_found_import_by_import(built):
     ]
 
 
-def test_second_build_is_cached(built):
-    assert run(built)[:2] == ([], [])
+def test_second_build_is_cached(built, kernels):
+    assert run(built, kernels)[:2] == ([], [])
 
 
-def test_edit_reruns_exactly_the_pages_that_carry_it(built):
+def test_edit_reruns_exactly_the_pages_that_carry_it(built, kernels):
     b = built.root / "mha_ref/b.py"
     b.write_text("B = 10\n")
-    assert run(built)[:2] == ([], ["alpha"])
+    assert run(built, kernels)[:2] == ([], ["alpha"])
     data = json.loads((built.out / "data/alpha.json").read_text())
     assert data["x"] == [1.5, 11.0]
     (built.root / "mha_ref/c.py").write_text("C = 4\n")
     (built.root / "scripts/glue.py").touch()  # same bytes: no rerun
-    assert run(built)[:2] == ([], ["beta"])
+    assert run(built, kernels)[:2] == ([], ["beta"])
 
 
-def test_a_second_edit_leaves_the_rest_of_a_round_for_the_next(tmp_path):
+def test_a_second_edit_leaves_the_rest_of_a_round_for_the_next(
+    tmp_path, kernels
+):
     """The loop's rounds (make serve): the pages of ``first`` run and
     publish; once ``interrupt()`` says another edit came, the others
     neither start nor publish, and stay stale for the next round."""
     project = make_project(tmp_path)
-    assert run(project)[:2] == ([], ["alpha", "beta"])
+    assert run(project, kernels)[:2] == ([], ["alpha", "beta"])
     (project.root / "mha_ref/a.py").write_text(
         "from mha_ref import b\n\nA = 5\n"
     )
     (project.root / "mha_ref/c.py").write_text("C = 4\n")
     failed, ran, log = run(
-        project, together=True, first={"alpha"}, interrupt=lambda: True
+        project,
+        kernels,
+        together=True,
+        first={"alpha"},
+        interrupt=lambda: True,
     )
     assert (failed, ran) == ([], ["alpha"])
     assert "  later  beta (edited again meanwhile)" in log
@@ -174,10 +192,12 @@ def test_a_second_edit_leaves_the_rest_of_a_round_for_the_next(tmp_path):
     ]
     assert json.loads((project.out / "data/beta.json").read_text()) == {"y": 3}
     assert stale(project) == ["beta"]
-    assert run(project, together=True)[:2] == ([], ["beta"])
+    assert run(project, kernels, together=True)[:2] == ([], ["beta"])
 
 
-def test_a_round_interrupted_midway_publishes_none_of_the_rest(tmp_path):
+def test_a_round_interrupted_midway_publishes_none_of_the_rest(
+    tmp_path, kernels
+):
     """One of the other pages ran before the new edit came, the next not:
     neither is published (the first may show what the edit changed)."""
     project = make_project(tmp_path)
@@ -185,7 +205,7 @@ def test_a_round_interrupted_midway_publishes_none_of_the_rest(tmp_path):
     (project.root / "scripts/gamma.py").write_text(
         '# %%\nimport glue\nfrom mha_ref import c\n\nglue.value("z", c.C)\n'
     )
-    assert run(project)[0] == []
+    assert run(project, kernels)[0] == []
     (project.root / "mha_ref/a.py").write_text(
         "from mha_ref import b\n\nA = 5\n"
     )
@@ -205,6 +225,7 @@ def test_a_round_interrupted_midway_publishes_none_of_the_rest(tmp_path):
         first={"alpha"},
         interrupt=interrupt,
         jobs=1,
+        kernels=kernels,
     )
     ran = [line.split()[1] for line in log if line.startswith("  ran")]
     assert failed == []
@@ -214,21 +235,21 @@ def test_a_round_interrupted_midway_publishes_none_of_the_rest(tmp_path):
     assert json.loads((project.out / "data/beta.json").read_text()) == {"y": 3}
 
 
-def test_failing_script_fails_and_names_the_page(tmp_path):
+def test_failing_script_fails_and_names_the_page(tmp_path, kernels):
     project = make_project(tmp_path)
     script = project.root / "scripts/beta.py"
     script.write_text("# %%\nraise ValueError('broken on purpose')\n")
-    failed, _, log = run(project, only=["beta"])
+    failed, _, log = run(project, kernels, only=["beta"])
     assert failed == ["beta"]
     assert "broken on purpose" in "\n".join(log)
     assert "FAILED beta" in "\n".join(log)
     assert not (project.out / "data/beta.json").exists()
 
 
-def test_script_without_a_page_is_refused(tmp_path):
+def test_script_without_a_page_is_refused(tmp_path, kernels):
     project = make_project(tmp_path)
     (project.root / "scripts/gamma.py").write_text("# %%\n")
-    failed, ran, log = run(project)
+    failed, ran, log = run(project, kernels)
     assert failed == ["gamma"]
     assert ran == ["alpha", "beta"]  # the other pages still run
     assert "scripts/gamma.py:1: no page docs/gamma.md" in "\n".join(log)
