@@ -21,6 +21,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.bias import causal_lower_right
 
 import glue
@@ -247,12 +248,35 @@ with warnings.catch_warnings(record=True) as caught:
     )
 zeroed, _ = torch_ref.attention(q, k, v, blocked, empty_rows="zero")
 empty = blocked.all(dim=-1)  # (Tq,): rows with no allowed key
+
+
+def only(backend):
+    """SDPA with one backend allowed: its output, or None if it refuses."""
+    try:
+        with sdpa_kernel(backend), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the warning caught above
+            mask = causal_lower_right(tq_long, tk_short)
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    except RuntimeError:  # "No available kernel"
+        return None
+
+
+# which backend gave `late`: the CPU's fused flash kernel, or the math
+# path (whose safe softmax zeroes a row of -inf): each run alone
+backends = {"flash": SDPBackend.FLASH_ATTENTION, "math": SDPBackend.MATH}
+alone = {name: only(b) for name, b in backends.items()}
 causal["more_queries"] = {
     "tq": tq_long,
     "tk": tk_short,
     "empty_rows": [i for i in range(tq_long) if empty[i]],
     "sdpa_empty_rows_zero": bool((late[..., empty, :] == 0).all()),
     "sdpa_warning": [str(w.message) for w in caught],
+    # the backends that give exactly SDPA's default output here
+    "sdpa_same_as": [
+        name
+        for name, out in alone.items()
+        if out is not None and torch.equal(out, late)
+    ],
     "zero_vs_sdpa": float((zeroed - late).abs().max()),
 }
 print("more queries than keys:", causal["more_queries"])
