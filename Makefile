@@ -62,7 +62,7 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 	  site site-zensical; built=$$?; \
 	wait $$units; units_rc=$$?; $(UNITS_REPORT); \
 	[ $$built -eq 0 ] || exit $$built; \
-	$(PY) -m pytest $(XDIST) $(NO_BUILD:%=--ignore=%); rest=$$?; \
+	$(ONE_THREAD) $(PY) -m pytest $(XDIST) $(NO_BUILD:%=--ignore=%); rest=$$?; \
 	[ $$units_rc -eq 0 ] || exit $$units_rc; exit $$rest
 
 # Parallelism, in this one place. The tests that read no build (mha_ref
@@ -78,16 +78,21 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 # JOBS_PER_CORE).
 PYTEST_JOBS ?= auto
 XDIST := -n $(PYTEST_JOBS) --dist worksteal
+# One BLAS/OpenMP thread per test process, as in generation's kernels
+# (pipeline/kernel.py): the processes already fill the cores, and a
+# second thread per process only spins waiting for a core (7 of 56
+# CPU-s of the unit tests, run alone).
+ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 NO_BUILD := tests/unit mha_ref tests/docs/test_pipeline.py
 SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
 BESIDE_THE_BUILD := mkdir -p build; \
-	$(PY) -m pytest -q -p no:cacheprovider $(NO_BUILD) >$(UNIT_LOG) 2>&1
+	$(ONE_THREAD) $(PY) -m pytest -q -p no:cacheprovider $(NO_BUILD) >$(UNIT_LOG) 2>&1
 UNITS_REPORT := echo "--- unit tests, run beside the build ($(UNIT_LOG)):"; \
 	cat $(UNIT_LOG)
 
 fast: check ## the quick checks while writing (no site, no browser)
-	$(PY) -m pytest -x -q $(XDIST) \
+	$(ONE_THREAD) $(PY) -m pytest -x -q $(XDIST) \
 	  -m "not build and not browser and not slow" tests/unit tests/docs mha_ref
 
 # Not part of make test: pictures for a person to look at.

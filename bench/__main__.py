@@ -148,11 +148,9 @@ def main(argv=None):
         )
     if "decode" in parts:
         report["decode"] = bench_decode(5 if args.quick else 41, args.threads)
-    if "roofline" in parts:  # also writes bench/roofline.json
+    if "roofline" in parts:
         report["roofline"] = bench_roofline(
-            3 if args.quick else 7,
-            args.threads,
-            out=args.out / "roofline.json",
+            3 if args.quick else 7, args.threads
         )
     report["environment"]["load_average_at_end"] = os.getloadavg()
     report["seconds_total"] = seconds = time.perf_counter() - start

@@ -7,7 +7,10 @@ kv_cache.cached_step (the reference: torch.cat appends to the cache,
 and its attention copies each key/value head to its query heads with
 repeat_interleave) and of the same step through SDPA with
 enable_gqa=True and a cache allocated once (the new row written in
-place). float32, B = 1, one thread by default. The rounds interleave
+place), and that SDPA step again with one cached position (what the
+step costs with almost nothing to read: its Python, PyTorch's dispatch
+and the projection weights). float32, B = 1, one thread by default.
+The rounds interleave
 the head counts, so a busy moment of the machine slows all of them
 alike. The grouped-heads page reads the result from report.json.
 """
@@ -59,7 +62,7 @@ def bench_decode(runs, threads, cache_length=CACHE_LENGTH):
     )
     d_head = d_model // n_head
     gen = torch.Generator().manual_seed(0)
-    setups, buffers = {}, {}
+    setups, buffers, short = {}, {}, {}
     for n_kv in KV_HEADS:
         torch.manual_seed(n_kv)  # the module's own initialisation
         module = torch_ref.MultiHeadAttention(
@@ -77,7 +80,12 @@ def bench_decode(runs, threads, cache_length=CACHE_LENGTH):
             torch.cat([c, torch.zeros(b, n_kv, 1, d_head)], dim=-2)
             for c in cached
         )  # (B, H_kv, L + 1, dh) each
-    seconds = {(n, s): [] for n in KV_HEADS for s in ("reference", "sdpa")}
+        short[n_kv] = tuple(
+            torch.cat([c[:, :, :1], torch.zeros(b, n_kv, 1, d_head)], dim=-2)
+            for c in cached
+        )  # (B, H_kv, 2, dh): one cached position, one free slot
+    paths = ("reference", "sdpa", "sdpa_short")
+    seconds = {(n, s): [] for n in KV_HEADS for s in paths}
     with torch.no_grad():
         for round_ in range(runs + 1):  # round 0 warms up, not kept
             for n_kv, (module, (k, v), x) in setups.items():
@@ -89,9 +97,13 @@ def bench_decode(runs, threads, cache_length=CACHE_LENGTH):
                 start = time.perf_counter()
                 _sdpa_step(module, *buffers[n_kv], x)
                 sdpa = time.perf_counter() - start
+                start = time.perf_counter()
+                _sdpa_step(module, *short[n_kv], x)
+                sdpa_short = time.perf_counter() - start
                 if round_:
                     seconds[n_kv, "reference"].append(reference)
                     seconds[n_kv, "sdpa"].append(sdpa)
+                    seconds[n_kv, "sdpa_short"].append(sdpa_short)
     rows = []
     for n_kv, (module, _, _) in setups.items():
         rows.append(
@@ -99,6 +111,8 @@ def bench_decode(runs, threads, cache_length=CACHE_LENGTH):
                 "n_kv_head": n_kv,
                 "reference_s": statistics.median(seconds[n_kv, "reference"]),
                 "sdpa_s": statistics.median(seconds[n_kv, "sdpa"]),
+                # the SDPA step with one cached position
+                "sdpa_short_s": statistics.median(seconds[n_kv, "sdpa_short"]),
                 "reference_runs": seconds[n_kv, "reference"],
                 "sdpa_runs": seconds[n_kv, "sdpa"],
                 # K and V of one layer, float32, for the whole cache

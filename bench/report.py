@@ -8,16 +8,27 @@ from bench.engines import markdown as engines_md
 from bench.roofline import markdown as roofline_md
 from bench.weight import markdown as weight_md
 
+# The parts a page quotes, each also written alone beside report.json
+# (out/<part>.json): the page reads that file, and its notebook carries
+# it instead of the whole report. Part -> the page that reads it.
+PAGE_PARTS = {"decode": "grouped-heads", "impl": "tiled", "roofline": "cost"}
+
 
 def write(report, out):
-    """Write report.json and report.md to the folder out."""
+    """Write report.json, report.md and each page part's own file to the
+    folder out."""
     out.mkdir(parents=True, exist_ok=True)
     strip_shapes(report)
     report["targets"] = targets(report)
-    (out / "report.json").write_text(
-        json.dumps(report, indent=1, sort_keys=True) + "\n"
-    )
+    (out / "report.json").write_text(_json(report))
     (out / "report.md").write_text(markdown(report))
+    for part in PAGE_PARTS:
+        if part in report:
+            (out / f"{part}.json").write_text(_json(report[part]))
+
+
+def _json(value):
+    return json.dumps(value, indent=1, sort_keys=True) + "\n"
 
 
 def merge(report, out, parts):

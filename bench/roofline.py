@@ -19,20 +19,19 @@ call starts with its weights and keys in main memory, as the roofs
 assume: no call finds what an earlier one left in the caches. A CUDA
 device, when torch sees one, is measured the same way in bfloat16.
 
-Writes its figures into the report (report["roofline"]) and into the
-small bench/roofline.json that the cost page reads.
+Its figures go into the report (report["roofline"]), which also writes
+them alone to bench/roofline.json, the file the cost page reads
+(bench/report.py, PAGE_PARTS).
 """
 
-import json
 import os
 import statistics
 import time
 from pathlib import Path
 
 from bench.env import environment
-from bench.timing import ROOT, say
+from bench.timing import say
 
-ROOFLINE_JSON = ROOT / "bench" / "roofline.json"
 LAYER = {"batch": 1, "d_model": 1024, "n_head": 16}
 PREFILL_LENGTHS = (128, 512, 2048)
 DECODE_LENGTHS = (1024, 8192, 65536)  # K and V: 8 MiB to 512 MiB
@@ -181,9 +180,9 @@ def _points(medians, bytes_per_value):
     return points
 
 
-def bench_roofline(runs, threads=1, out=ROOFLINE_JSON):
+def bench_roofline(runs, threads=1):
     """The roofs and the layer's points (the layer on ``threads``
-    threads); writes ``out`` as well."""
+    threads)."""
     import torch
 
     env = environment()  # before the runs: the load they met
@@ -260,8 +259,6 @@ def bench_roofline(runs, threads=1, out=ROOFLINE_JSON):
             f" {p['gflops_per_s']:.1f} GFLOP/s at {p['intensity']:.2f} "
             "FLOP/byte"
         )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1, sort_keys=True) + "\n")
     return result
 
 

@@ -953,13 +953,17 @@ for name, (values, dtype) in rows_of_scores.items():
     blocked = torch.ones(1, 3, dtype=torch.bool)
     fills[name] = {}
     for label, fill in (("-inf", "-inf"), ("min", "min"), ("-1e9", -1e9)):
-        added = scores + conventions.additive_mask(blocked, dtype, fill)
+        shift = conventions.additive_mask(blocked, dtype, fill)
+        added = scores + shift
         weights = added.softmax(dim=-1)[0]
         nan = bool(weights.isnan().any())
+        kept = (added - shift)[0]  # the scores the rounding left
         fills[name][label] = {
             "weights": "NaN" if nan else weights,
             "uniform": not nan and bool((weights == weights[0]).all()),
             "vs_own": None if nan else float((weights - own).abs().max()),
+            "kept": None if nan else kept,
+            "kept_is_s": not nan and float((kept - scores[0]).abs().max()) < 1e-6,
         }
     fills[name]["own"] = own
 fills = glue.value("fills", fills)
@@ -970,9 +974,9 @@ def fill_cell(result):
         return "NaN"
     if result["uniform"]:
         return "uniform"
-    if result["vs_own"] < 1e-6:  # the page gives the difference
+    if result["kept_is_s"]:  # the page gives the difference
         return "softmax of $s$"
-    return fmt_list(result["weights"], 2)
+    return f"softmax of {fmt_list(result['kept'], 4)}"  # rounded scores
 
 
 glue.table(

@@ -269,15 +269,15 @@ glue.table(
 #
 # Time depends on the machine, so this notebook does not measure it:
 # the seconds below come from the committed benchmark report,
-# `bench/report.json`, written by `make bench` with the machine and the
-# versions that measured them (this notebook carries a copy). Your
+# `bench/impl.json` (its part of `bench/report.json`), written by
+# `make bench` with the machine and the versions that measured them
+# (this notebook carries a copy). Your
 # machine gives other seconds: measure them with `%timeit`.
 
 # %%
-with open("bench/report.json") as handle:
-    report = json.load(handle)
-impl = report["impl"]
-environment = impl.get("environment") or report["environment"]
+with open("bench/impl.json") as handle:
+    impl = json.load(handle)
+environment = impl["environment"]
 seconds = {}
 for row in impl["rows"]:
     seconds.setdefault(row["impl"], {})[row["t"]] = row["seconds"]

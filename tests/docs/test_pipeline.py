@@ -147,6 +147,27 @@ def test_carried_files_are_found_import_by_import(built):
     ]
 
 
+def test_notebooks_carry_their_benchmark_part_not_the_report():
+    """A page that quotes the benchmark reads its part's own file
+    (bench/<part>.json, written beside report.json: bench/report.py,
+    PAGE_PARTS), so its notebook carries that file and not the whole
+    report; and no other page carries a part."""
+    from bench.report import PAGE_PARTS
+
+    reader = {f"bench/{part}.json": page for part, page in PAGE_PARTS.items()}
+    wrong = [
+        f"{name} carries {f}"
+        for name, recipe in pages.page_notebooks(ROOT).items()
+        for f in recipe["files"]
+        if f.startswith("bench/") and reader.get(f) != name
+    ]
+    assert not wrong, "\n".join(wrong)
+    carried = {
+        f for r in pages.page_notebooks(ROOT).values() for f in r["files"]
+    }
+    assert set(reader) <= carried, "a page part that no page reads"
+
+
 def test_second_build_is_cached(built, kernels):
     assert run(built, kernels)[:2] == ([], [])
 
