@@ -963,7 +963,8 @@ for name, (values, dtype) in rows_of_scores.items():
             "uniform": not nan and bool((weights == weights[0]).all()),
             "vs_own": None if nan else float((weights - own).abs().max()),
             "kept": None if nan else kept,
-            "kept_is_s": not nan and float((kept - scores[0]).abs().max()) < 1e-6,
+            "kept_is_s": not nan
+            and float((kept - scores[0]).abs().max()) < 1e-6,
         }
     fills[name]["own"] = own
 fills = glue.value("fills", fills)

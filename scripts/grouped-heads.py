@@ -83,6 +83,12 @@ glue.value(
         "right": (ours - sdpa).abs().max(),
         "tiled": (wrong - sdpa).abs().max(),
         "tiled_per_head": per_head,
+        # the heads that read the right head by chance: rounding only
+        "same_max": max(
+            per_head[h].item()
+            for h in range(n_head)
+            if h % n_kv_head == h // group
+        ),
         "output_scale": sdpa.abs().max(),
     },
 )
@@ -215,9 +221,9 @@ glue.table(
         "d_model",
         "heads q / kv",
         "layers",
-        "attention params (as MHA)",
-        "KV cache KiB per token (as MHA)",
-        f"GiB for {context:,} tokens",
+        "attention params (MHA)",
+        "KV KiB / token (MHA)",
+        f"GiB @ {context:,} tokens",
     ],
     [
         [
@@ -378,11 +384,23 @@ ratios = [
     for key in ("reference_spread", "sdpa_spread")
 ]
 reference_ms = [r["reference_s"] * 1e3 for r in decode["rows"]]
+# the reference copies K and V to all H heads only for 1 < H_kv < H
+copying = [
+    r["reference_s"] * 1e3
+    for r in decode["rows"]
+    if 1 < r["n_kv_head"] < decode["n_head"]
+]
 glue.value(
     "decode_fit",
     {
         "fixed_ms": fixed_ms,
         "ms_per_mib": ms_per_mib,
+        # one key/value head: the step with one cached position, what the
+        # cache adds to it, and what the cache's bytes cost at the fit
+        "short_ms_one": one["sdpa_short_s"] * 1e3,
+        "cache_ms_one": (one["sdpa_s"] - one["sdpa_short_s"]) * 1e3,
+        "cache_bytes_ms_one": ms_per_mib * one["cache_bytes"] / MiB,
+        "reference_copying_ms": [min(copying), max(copying)],
         "largest_residual_ms": float(np.abs(sdpa_ms - fitted).max()),
         # the share of each step the fixed part makes, fewest to most heads
         "fixed_share": [fixed_ms / t for t in sdpa_ms],
@@ -416,7 +434,7 @@ glue.table(
     [
         "KV heads",
         "cache K + V per layer (MiB)",
-        "read per step (MiB)",
+        "read per step (MiB, float32)",
         "reference step (ms): median [fastest-slowest]",
         "SDPA step (ms): median [fastest-slowest]",
     ],

@@ -74,9 +74,10 @@ glue.value(
 #
 # The default is $1/\sqrt{d_k}$. Gemma 2 uses
 # `query_pre_attn_scalar`$^{-1/2}$ instead, which its 27B model sets to
-# 144 with a head size of 128; T5 uses no scale at all. One row of
-# scores at that head size, 128, with queries and keys drawn as the
-# batch's: how sharp its weights get under the three scales.
+# 144 with a head size of 128; T5 uses no scale at all. Rows of scores
+# at that head size, 128, with queries and keys drawn as the batch's:
+# how sharp their weights get under the three scales (the median over
+# the rows of each row's largest weight).
 
 # %%
 d_27b = 128
@@ -85,13 +86,15 @@ scales = {
     "gemma": conventions.default_scale(d_27b, "gemma", 144),
     "t5": conventions.default_scale(d_27b, "t5"),
 }
-q_row = randn(d_27b, scale=2.0)  # one query, (d,)
-k_rows = randn(T, d_27b, scale=2.0)  # its T keys, (T, d)
-row = k_rows @ q_row  # raw scores q . k, (T,)
-sharpness = {
-    name: float(torch.softmax(row * s, dim=-1).max())
+n_rows = 4000
+q_rows = randn(n_rows, 1, d_27b, scale=2.0)  # one query per row, (N, 1, d)
+k_rows = randn(n_rows, T, d_27b, scale=2.0)  # its T keys, (N, T, d)
+rows = (q_rows @ k_rows.transpose(-2, -1))[:, 0]  # raw scores q . k, (N, T)
+largest = {
+    name: torch.softmax(rows * s, dim=-1).amax(dim=-1)  # (N,)
     for name, s in scales.items()
 }
+sharpness = {name: float(x.median()) for name, x in largest.items()}
 print(scales, sharpness)
 glue.value(
     "scale",
@@ -99,7 +102,10 @@ glue.value(
         **scales,
         "d_head": d_27b,
         "gemma_over_sqrt": scales["gemma"] / scales["sqrt"],
+        "rows": n_rows,
         "max_weight": sharpness,
+        # the unscaled rows that are all but one-hot
+        "t5_share_above_099": float((largest["t5"] > 0.99).double().mean()),
         # enough digits that a weight close to 1 does not read as 1
         "max_weight_text": {n: fmt(x, 3) for n, x in sharpness.items()},
     },
