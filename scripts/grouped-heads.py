@@ -221,7 +221,7 @@ glue.table(
         "d_model",
         "heads q / kv",
         "layers",
-        "attention params (MHA)",
+        "attention params, M (MHA)",
         "KV KiB / token (MHA)",
         f"GiB @ {context:,} tokens",
     ],
@@ -231,8 +231,8 @@ glue.table(
             str(m["d_model"]),
             f"{m['n_head']} / {m['n_kv_head']}",
             str(m["n_layer"]),
-            f"{m['attention_params'] / 1e6:,.0f}M "
-            f"({m['attention_params_mha'] / 1e6:,.0f}M)",
+            f"{m['attention_params'] / 1e6:,.0f} "
+            f"({m['attention_params_mha'] / 1e6:,.0f})",
             f"{kib(m['kv_bytes_per_token'])} "
             f"({kib(m['kv_bytes_per_token_mha'])})",
             f"{m['kv_bytes_context'] / 2**30:.2f}",
