@@ -10,9 +10,9 @@ enable_gqa=True and a cache allocated once (the new row written in
 place), and that SDPA step again with one cached position (what the
 step costs with almost nothing to read: its Python, PyTorch's dispatch
 and the projection weights). float32, B = 1, one thread by default.
-The rounds interleave
-the head counts, so a busy moment of the machine slows all of them
-alike. The grouped-heads page reads the result from report.json.
+The rounds interleave the head counts, so a busy moment of the machine
+slows all of them alike. The grouped-heads page reads the result from
+bench/decode.json (bench/report.py, PAGE_PARTS).
 """
 
 import statistics

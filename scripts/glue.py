@@ -175,6 +175,59 @@ BASE_RC = {
 }
 
 
+# A log axis labels its ticks in mathtext ($\mathdefault{10^{3}}$), which
+# matplotlib parses again at every draw of every figure (its parse cache
+# is per renderer): half of a log-log figure's time. The same labels in
+# plain text with Unicode superscripts (10³, 2¹⁰, 5×10²) draw as ordinary
+# text, and read the same.
+_SUPERSCRIPT = str.maketrans("0123456789-", "⁰¹²³⁴⁵⁶⁷⁸⁹⁻")
+_MATHTEXT_POWER = re.compile(
+    r"^\$\\mathdefault\{(?:([-\d.]+)\\times)?(-?\d+)\^\{(-?\d+)\}\}\$$"
+)
+
+
+def plain_power(label):
+    r"""A log tick's mathtext label in plain text; other labels as given.
+
+    >>> plain_power(r"$\mathdefault{10^{-3}}$")
+    '10⁻³'
+    >>> plain_power(r"$\mathdefault{5\times10^{2}}$"), plain_power("0.5")
+    ('5×10²', '0.5')
+    """
+    m = _MATHTEXT_POWER.match(label)
+    if not m:
+        return label
+    factor, base, exponent = m.groups()
+    power = base + exponent.translate(_SUPERSCRIPT)
+    return f"{factor}×{power}" if factor else power
+
+
+def _plain_log_ticks(fig):
+    """Every log axis of ``fig`` labels its ticks with plain_power."""
+    from matplotlib import ticker
+
+    class Plain(ticker.Formatter):
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __call__(self, x, pos=None):
+            return plain_power(self.inner(x, pos))
+
+        def set_locs(self, locs):
+            self.inner.set_locs(locs)
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            for get, put in (
+                (axis.get_major_formatter, axis.set_major_formatter),
+                (axis.get_minor_formatter, axis.set_minor_formatter),
+            ):
+                inner = get()
+                if isinstance(inner, ticker.LogFormatterMathtext):
+                    put(Plain(inner))
+                    inner.set_axis(axis)
+
+
 def render_svg(draw, theme, figsize=(7.0, 3.2)):
     """Call ``draw(fig, theme)`` on a fresh figure; return the SVG text."""
     import matplotlib
@@ -183,6 +236,7 @@ def render_svg(draw, theme, figsize=(7.0, 3.2)):
     with matplotlib.rc_context({**BASE_RC, **theme.rc}):
         fig = Figure(figsize=figsize, layout="constrained")
         draw(fig, theme)
+        _plain_log_ticks(fig)
         buffer = io.BytesIO()
         fig.savefig(
             buffer, format="svg", metadata={"Date": None, "Creator": None}
