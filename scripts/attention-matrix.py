@@ -223,7 +223,8 @@ glue.figure(
         "inputs. Cells above the diagonal are masked (grey, hatched) and "
         "hold zero weight. Each head spreads its weight differently over "
         "the earlier positions: the largest weight in a row, averaged "
-        f"over rows 2 to {t_heads}, is {means} for heads 1 to "
+        f"over rows 1 to {t_heads - 1} (counted from 0, as on the axes; "
+        f"row 0 has one key), is {means} for heads 1 to "
         f"{n_head}."
     ),
 )
