@@ -27,14 +27,15 @@ One module per part, each with its own docstring:
 - roofline: this CPU's peak matmul rate and copy bandwidth, and a
   prefill and a decoding step of the reference layer against them
   (also bench/roofline.json, which the cost page reads).
-Each part a page quotes (decode, impl, roofline) is also written alone,
-as bench/<part>.json, which that page reads and its notebook carries
-(bench/report.py, PAGE_PARTS).
 - engines: MkDocs against Zensical, builds and server reloads.
 - suite: `make test` and `make fast` in a fresh copy, from empty
   outputs (--quick: `make fast` only).
 - weight: every page's first view in Chromium, in bytes, against the
   budgets of a text page (500 kB) and a notebook page (700 kB).
+
+Each part a page quotes (decode, impl, roofline) is also written alone,
+as bench/<part>.json, which that page reads and its notebook carries
+(bench/report.py, PAGE_PARTS).
 
 A run of some parts (--only) keeps the other parts of the report.
 

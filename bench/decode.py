@@ -18,7 +18,7 @@ bench/decode.json (bench/report.py, PAGE_PARTS).
 import statistics
 import time
 
-from bench.env import environment
+from bench.env import part_environment
 from bench.timing import say
 
 DECODE_SHAPE = {"batch": 1, "d_model": 1024, "n_head": 16}
@@ -56,7 +56,7 @@ def bench_decode(runs, threads, cache_length=CACHE_LENGTH):
     from mha_ref import kv_cache, torch_ref
 
     torch.set_num_threads(threads)
-    env = environment()  # before the runs: the load they met
+    env = part_environment()  # before the runs: the load they met
     b, d_model, n_head = (
         DECODE_SHAPE[k] for k in ("batch", "d_model", "n_head")
     )
@@ -134,16 +134,5 @@ def bench_decode(runs, threads, cache_length=CACHE_LENGTH):
         "threads": threads,
         "runs": runs,
         "rows": rows,
-        "environment": {
-            k: env[k]
-            for k in (
-                "cpu",
-                "cores_available",
-                "torch",
-                "python",
-                "commit",
-                "tree_dirty",
-                "load_average_at_start",
-            )
-        },
+        "environment": env,
     }

@@ -14,6 +14,25 @@ PROBE_N, PROBE_RUNS = 5_000_000, 5
 KATEX_VERSION = ROOT / "docs/assets/katex/VERSION"
 
 
+# What a timed part records of the machine it met (a run of some parts
+# keeps the others, each with its own).
+PART_KEYS = (
+    "cpu",
+    "cores_available",
+    "torch",
+    "python",
+    "commit",
+    "tree_dirty",
+    "load_average_at_start",
+)
+
+
+def part_environment(*extra):
+    """environment() as a part records it: PART_KEYS, then extra."""
+    env = environment()
+    return {k: env[k] for k in (*PART_KEYS, *extra)}
+
+
 def environment():
     import numpy as np
     import torch

@@ -11,7 +11,7 @@ import statistics
 import time
 from functools import partial
 
-from bench.env import environment
+from bench.env import part_environment
 from bench.timing import say
 from mha_ref.memory import peak_bytes_numpy, peak_bytes_torch_cpu
 
@@ -31,7 +31,7 @@ def bench_impl(lengths, threads):
     from mha_ref import numpy_ref, tiled, torch_ref
 
     torch.set_num_threads(threads)
-    env = environment()  # before the runs: the load they met
+    env = part_environment("numpy")  # before the runs: the load they met
     b, h, d = (IMPL_SHAPE[k] for k in ("batch", "n_head", "d_head"))
     rows = []
     for t, runs in lengths.items():
@@ -103,17 +103,5 @@ def bench_impl(lengths, threads):
             "torch": "sum of the profiler's per-op CPU bytes in "
             "start order (an op's transient peak unseen)",
         },
-        "environment": {
-            k: env[k]
-            for k in (
-                "cpu",
-                "cores_available",
-                "numpy",
-                "torch",
-                "python",
-                "commit",
-                "tree_dirty",
-                "load_average_at_start",
-            )
-        },
+        "environment": env,
     }

@@ -29,7 +29,7 @@ import statistics
 import time
 from pathlib import Path
 
-from bench.env import environment
+from bench.env import part_environment
 from bench.timing import say
 
 LAYER = {"batch": 1, "d_model": 1024, "n_head": 16}
@@ -185,7 +185,7 @@ def bench_roofline(runs, threads=1):
     threads)."""
     import torch
 
-    env = environment()  # before the runs: the load they met
+    env = part_environment()  # before the runs: the load they met
     available = len(os.sched_getaffinity(0))
     counts = sorted({1, available})
     medians, n = _measure("cpu", torch.float32, runs, counts, threads)
@@ -212,18 +212,7 @@ def bench_roofline(runs, threads=1):
         },
         "gpu_spec": GPU_SPEC,
         "runs": runs,
-        "environment": {
-            k: env[k]
-            for k in (
-                "cpu",
-                "cores_available",
-                "torch",
-                "python",
-                "commit",
-                "tree_dirty",
-                "load_average_at_start",
-            )
-        },
+        "environment": env,
     }
     if torch.cuda.is_available():  # a lent GPU: measured, not specified
         medians, n = _measure(

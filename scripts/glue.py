@@ -224,8 +224,7 @@ def _plain_log_ticks(fig):
             ):
                 inner = get()
                 if isinstance(inner, ticker.LogFormatterMathtext):
-                    put(Plain(inner))
-                    inner.set_axis(axis)
+                    put(Plain(inner))  # inner keeps its axis
 
 
 def render_svg(draw, theme, figsize=(7.0, 3.2)):

@@ -26,7 +26,7 @@ right = torch_ref.repeat_kv_heads(labels, group).flatten()  # (H,)
 tiled = pitfalls.wrong_tile_kv_heads(labels, group).flatten()  # (H,)
 print("repeat_kv_heads :", right.tolist())
 print("repeat (tiled)  :", tiled.tolist())
-glue.value(
+mapping = glue.value(
     "mapping",
     {
         "n_head": n_head,
@@ -84,11 +84,7 @@ glue.value(
         "tiled": (wrong - sdpa).abs().max(),
         "tiled_per_head": per_head,
         # the heads that read the right head by chance: rounding only
-        "same_max": max(
-            per_head[h].item()
-            for h in range(n_head)
-            if h % n_kv_head == h // group
-        ),
+        "same_max": per_head[mapping["same"]].max(),
         "output_scale": sdpa.abs().max(),
     },
 )
