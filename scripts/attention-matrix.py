@@ -137,6 +137,11 @@ with torch.no_grad():
 head_weights = head_weights[0]  # (H, T, T)
 # row 0 has one allowed key (weight 1): average the other rows
 mean_row_max = head_weights[:, 1:].amax(dim=-1).mean(dim=-1)  # (H,)
+with torch.no_grad():  # the same input at unit scale, for comparison
+    _, unit_weights = mha(x / scale, mask=heads_mask)
+unit_row_max = unit_weights[0, :, 1:].amax(dim=-1).mean(dim=-1)  # (H,)
+# equal weights on the i + 1 allowed keys of row i: 1 / (i + 1)
+even_row_max = (1.0 / torch.arange(2, t_heads + 1)).mean()
 glue.value(
     "heads_example",
     {
@@ -150,6 +155,8 @@ glue.value(
         "row_sums_max_error": (head_weights.sum(-1) - 1).abs().max(),
         "future_weight": head_weights[:, heads_mask].max(),
         "mean_row_max_per_head": mean_row_max,
+        "mean_row_max_unit_scale": unit_row_max,
+        "mean_row_max_even": even_row_max,
     },
 )
 

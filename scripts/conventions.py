@@ -608,6 +608,8 @@ polarity = glue.value(
         "sdpa": float((sdpa_out - ours_out).abs().max()),
         "unflipped": float((unflipped - ours_out).abs().max()),
         "unflipped_finite": bool(torch.isfinite(unflipped).all()),
+        # the last query has no key after it: SDPA's empty row, zeros
+        "unflipped_last_row_zero": bool((unflipped[..., -1, :] == 0).all()),
     },
 )
 
@@ -763,6 +765,13 @@ alibi = glue.value(
         "unmasked_later_weight": {
             name: float(w[0, 0][later[0]].sum())
             for name, w in unmasked.items()
+        },
+        # ... on the farthest key, and on itself
+        "unmasked_farthest_weight": {
+            name: float(w[0, 0, -1]) for name, w in unmasked.items()
+        },
+        "unmasked_own_weight": {
+            name: float(w[0, 0, 0]) for name, w in unmasked.items()
         },
     },
 )

@@ -901,6 +901,9 @@ roofline = glue.value(
         "copy_mib": cpu["copy_bytes"] / 2**20,
         # read before each layer call (bench/roofline.py, since it has)
         "flush_mib": cpu.get("flush_bytes", 0) / 2**20,
+        # what the flush is sized from: twice this, or a floor above it
+        "last_level_cache_mib": (cpu.get("last_level_cache_bytes") or 0)
+        / 2**20,
         "longest_cache_mib": cost.kv_cache_bytes(
             1,
             layer_shape["n_head"],
@@ -1086,9 +1089,15 @@ prefill_ops = [
         "side": "left"
         if p["flops"] / moved["prefill", p["t"]] < ridge
         else "right",
+        # its matmuls at the peak, then all those bytes at the bandwidth
+        # (no overlap): the most the two roofs can account for
+        "roofs_ms": (p["flops"] / peak + moved["prefill", p["t"]] / bandwidth)
+        * 1e3,
+        "ms": p["ms"],
     }
     for p in prefill
 ]
+step_ms = next(p["ms"] for p in decode_ref if p["t"] == longest)
 glue.value(
     "traffic",
     {
@@ -1098,6 +1107,8 @@ glue.value(
         "checks_exceed_copy": per_value["elementwise"] > per_value["cat"],
         "step_t": longest,
         "step_mib": moved["decode", longest] / 2**20,
+        "step_ms": step_ms,  # measured, and those bytes at the bandwidth:
+        "step_bandwidth_ms": moved["decode", longest] / bandwidth * 1e3,
         "step_fewest_mib": cost.bytes_moved(
             1,
             1,
