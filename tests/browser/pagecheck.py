@@ -430,6 +430,8 @@ _LOOKS_JS = """([mark, seen]) => {
 # run first reads the whole page (half a second on a long one), wherever
 # it looks; so alone it runs only on the boxes that scroll now, sideways
 # or down, with what they hold, and not at all on a page where none does.
+# (Among every default rule, it runs on the whole page: a second run of
+# its own would read the page again.)
 BY_SCROLLING = ("scrollable-region-focusable",)
 _SCROLLS = "data-mha-scrolls"  # marks the boxes that scroll
 _SCROLLS_JS = """mark => {
@@ -463,6 +465,27 @@ def new_looks(page):
     return fresh
 
 
+# The rules that can never fail a page: axe sets a finding's impact from
+# the checks that fail, and when every check of a rule is minor or
+# moderate, none of its findings is serious or critical (AXE_FAILS). Read
+# from the vendored axe's own metadata, so a version that raises a
+# check's impact runs its rule again; a run of every default rule leaves
+# these out (region, the landmark rules and others: a third of the run
+# on a long page).
+_NEVER_FAILS_JS = """fails => axe._audit.rules.filter(rule => {
+  const checks = [...rule.any, ...rule.all, ...rule.none];
+  return checks.length && checks.every(c => {
+    const meta = axe._audit.data.checks[c.id || c];
+    return meta && meta.impact && !fails.includes(meta.impact);
+  });
+}).map(rule => rule.id)"""
+
+
+def never_fails(page):
+    """The axe rules whose findings are all below AXE_FAILS."""
+    return page.evaluate(_NEVER_FAILS_JS, list(AXE_FAILS))
+
+
 def _axe(page, context, rules, disabled=()):
     """The serious and critical violations of one axe run."""
     page.evaluate(_SETTLED, WAIT_MS)
@@ -481,11 +504,12 @@ def axe_problems(page, rules=None, by_look=True):
     """Serious and critical axe-core violations on the page as it is now.
 
     `rules`: the axe rule ids to run, or None for every rule axe runs by
-    default. With `by_look`, the rules of BY_LOOK run on the elements of
-    a look not yet checked (see above); without, on the whole page. The
-    rules of BY_SCROLLING, when named, run on the boxes that scroll (see
-    above). One line per rule: how many elements, and the first one.
-    Moderate and minor findings are not reported.
+    default but those that never fail (never_fails). With `by_look`, the
+    rules of BY_LOOK run on the elements of a look not yet checked (see
+    above); without, on the whole page. The rules of BY_SCROLLING, when
+    named, run on the boxes that scroll (see above). One line per rule: how many
+    elements, and the first one. Moderate and minor findings are not
+    reported.
     """
     if not page.evaluate("() => typeof axe !== 'undefined'"):
         page.add_script_tag(path=str(AXE))
@@ -496,8 +520,11 @@ def axe_problems(page, rules=None, by_look=True):
         [r for r in wanted if r not in looked + scrolled] if wanted else None
     )
     found = []
-    if rest is None or rest:  # None: every default rule but the looked
-        found += _axe(page, None, rest, disabled=looked)
+    if rest is None:  # every default rule but the looked and the harmless
+        skipped = looked + never_fails(page)
+        found += _axe(page, None, None, disabled=skipped)
+    elif rest:
+        found += _axe(page, None, rest)
     if looked and new_looks(page):
         found += _axe(page, {"include": [[f"[{_LOOK}]"]]}, looked)
     if scrolled and scrolling_boxes(page):

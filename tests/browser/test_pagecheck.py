@@ -428,6 +428,33 @@ def test_axe_look_ignores_wrappers_that_paint_nothing(synthetic, monkeypatch):
     assert len(looks) == len(marked)
 
 
+# Content outside every landmark: axe's region rule, whose one check is
+# moderate; and an image with no text, image-alt, which is critical.
+NO_LANDMARK = '<p>outside every landmark</p><img src="data:,">'
+
+
+def test_axe_leaves_out_only_the_rules_that_cannot_fail(
+    synthetic, monkeypatch
+):
+    """The default run skips the rules whose checks are all below
+    AXE_FAILS, read from axe's metadata: region (moderate) is skipped and
+    image-alt (critical) is not; with moderate counted as a failure,
+    region runs again and is reported."""
+    monkeypatch.setattr(pagecheck, "_LOOKS_SEEN", set())
+    page, _, _ = synthetic(NO_LANDMARK, katex=False)
+    page.add_script_tag(path=str(pagecheck.AXE))
+    skipped = pagecheck.never_fails(page)
+    assert "region" in skipped and "image-alt" not in skipped, skipped
+    rules = [line.split()[1] for line in pagecheck.axe_problems(page)]
+    assert "image-alt" in rules and "region" not in rules, rules
+    monkeypatch.setattr(
+        pagecheck, "AXE_FAILS", ("moderate", "serious", "critical")
+    )
+    assert "region" not in pagecheck.never_fails(page)
+    rules = [line.split()[1] for line in pagecheck.axe_problems(page)]
+    assert "region" in rules, rules
+
+
 def test_axe_problems_none_on_a_clean_page(synthetic):
     page, _, _ = synthetic("<main><h1>Fine</h1><p>Plain text.</p></main>")
     assert pagecheck.axe_problems(page) == []
