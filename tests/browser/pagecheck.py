@@ -507,9 +507,9 @@ def axe_problems(page, rules=None, by_look=True):
     default but those that never fail (never_fails). With `by_look`, the
     rules of BY_LOOK run on the elements of a look not yet checked (see
     above); without, on the whole page. The rules of BY_SCROLLING, when
-    named, run on the boxes that scroll (see above). One line per rule: how many
-    elements, and the first one. Moderate and minor findings are not
-    reported.
+    named, run on the boxes that scroll (see above). One line per rule:
+    how many elements, and the first one. Moderate and minor findings
+    are not reported.
     """
     if not page.evaluate("() => typeof axe !== 'undefined'"):
         page.add_script_tag(path=str(AXE))
