@@ -38,6 +38,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback as tracebacks
@@ -288,9 +289,13 @@ class Rebuilds:
             return self.changed.wait_for(lambda: self.count > now, timeout)
 
 
-def start_engine(engine, address, root, say, rebuilds=None):
+def start_engine(engine, address, root, say, rebuilds=None, scratch=None):
     """The engine's server, its output filtered into ``say`` (and each
-    finished build counted in ``rebuilds``)."""
+    finished build counted in ``rebuilds``). With ``scratch``, a folder
+    the caller removes, the server keeps its temporary files there
+    (TMPDIR): `mkdocs serve` builds into a temporary folder it removes
+    only on Ctrl-C, and this loop stops it with SIGTERM or, if it hangs,
+    SIGKILL."""
     bin_dir = Path(sys.executable).parent
     program, *args = ENGINES[engine]
     command = [str(bin_dir / program), *args, "-a", address]
@@ -304,6 +309,8 @@ def start_engine(engine, address, root, say, rebuilds=None):
         "NO_MKDOCS_2_WARNING": "1",
         "PYTHONWARNINGS": "ignore::DeprecationWarning",
     }
+    if scratch is not None:
+        env["TMPDIR"] = str(scratch)
     process = subprocess.Popen(
         command,
         cwd=root,
@@ -411,12 +418,19 @@ def serve(
     rebuilds = Rebuilds()
     watcher.between = rebuilds.wait_next  # the edit's pages rebuilt first
     server, code = None, 0
+    # the server's temporary files: gone with the loop, however it stops
+    scratch = tempfile.TemporaryDirectory(prefix="mha-serve-")
     try:
         first = _FirstRound(watcher)
         while server is None:  # serve once all but the slowest have run
             if first.ready(POLL_S):
                 server = start_engine(
-                    engine, address, project.root, say, rebuilds
+                    engine,
+                    address,
+                    project.root,
+                    say,
+                    rebuilds,
+                    scratch.name,
                 )
         first.finish()
         while True:
@@ -430,6 +444,8 @@ def serve(
         say("stopping")
     finally:
         stop_all()
+        watcher.close()  # the warm kernels' folder
+        scratch.cleanup()
     return code
 
 
@@ -500,6 +516,7 @@ def watch(project, jobs=None, say=print, traceback=False):
         return 0
     finally:
         stop_all()
+        watcher.close()  # the warm kernels' folder
 
 
 def main(argv=None):

@@ -238,7 +238,10 @@ class Served:
     def __init__(self, root, background=False):
         self.url = f"http://127.0.0.1:{free_port()}/"
         self.lines, self.seen = [], threading.Condition()
-        env = {**os.environ, "PYTHONPATH": str(root)}
+        # its own temporary folder: what the loop leaves there is seen
+        self.tmp = root.parent / "tmp"
+        self.tmp.mkdir(exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(root), "TMPDIR": str(self.tmp)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pipeline.serve", "-a", self.url[7:-1]],
             cwd=root,
@@ -304,11 +307,15 @@ def stopped(served, started):
     assert gone(started) == [], [_command(p) for p in gone(started)]
     said = "\n".join(served.lines)
     assert "Traceback" not in said, said
+    # no temporary folder left: not the warm kernels', not the engine's
+    # (mkdocs serve's build folder, which a SIGTERM or SIGKILL leaves)
+    assert sorted(p.name for p in served.tmp.iterdir()) == []
 
 
 def test_serve_survives_a_mistake_and_leaves_nothing_running(copy):
     """Served through a wrong section; the engine's server killed, the
-    loop stops the rest; started again (all cached), Ctrl-C stops all."""
+    loop stops the rest; started again (all cached), Ctrl-C stops all;
+    each time nothing is left running, nor any temporary folder."""
     served = Served(copy)
     try:
         served.wait_for("serving at")
