@@ -725,6 +725,11 @@ glue.table(
 )
 
 
+# Mistral 7B's cache is Llama 3 8B's up to its window (the same layers,
+# heads and head size): dashed, with hollow markers, on top of it
+KV_STYLE = {"Mistral 7B": {"linestyle": "--", "markerfacecolor": "none"}}
+
+
 def draw_kv(fig, theme):
     ax = fig.subplots()
     for series, (name, points) in enumerate(curves.items()):
@@ -735,6 +740,7 @@ def draw_kv(fig, theme):
             color=theme.series[series],
             markersize=3.5,
             label=name,
+            **KV_STYLE.get(name, {}),
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
@@ -754,8 +760,9 @@ glue.figure(
     alt=(
         "Log-log chart of the KV cache of one sequence against its length, "
         "each line up to the model's context: Llama 2 7B's and Llama 3 "
-        "8B's grow in proportion to the tokens; Mistral 7B's grows "
-        f"until its window of {mistral['window']:,} and then stays flat; "
+        "8B's grow in proportion to the tokens; Mistral 7B's (dashed) "
+        "lies on Llama 3 8B's until its window of "
+        f"{mistral['window']:,} and then stays flat; "
         "DeepSeek-V3's latent cache grows in proportion too, but from far "
         "fewer bytes per token, up to 131,072 tokens."
     ),

@@ -402,7 +402,7 @@ def draw(fig, theme):
         ax.set_xlabel("sequence length T (log scale)")
         ax.set_ylabel(label + ", log scale")
         ax.grid(True, alpha=0.4)
-        ax.legend(loc="upper left", fontsize=8)
+        ax.legend(loc="upper left", fontsize=9)
     mem.set_title(f"Peak memory (H = {n_head}, float64)")
     secs.set_title(f"Time (H = {impl['n_head']}, {impl['dtype']}, bench)")
 
