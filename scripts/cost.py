@@ -736,11 +736,11 @@ def draw_kv(fig, theme):
         ax.plot(
             [t for t, _ in points],
             [b / 2**30 for _, b in points],
-            "os^D"[series] + "-",
+            **{"marker": "os^D"[series], "linestyle": "-"}
+            | KV_STYLE.get(name, {}),
             color=theme.series[series],
             markersize=3.5,
             label=name,
-            **KV_STYLE.get(name, {}),
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")

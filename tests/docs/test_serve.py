@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.request
@@ -238,9 +239,10 @@ class Served:
     def __init__(self, root, background=False):
         self.url = f"http://127.0.0.1:{free_port()}/"
         self.lines, self.seen = [], threading.Condition()
-        # its own temporary folder: what the loop leaves there is seen
-        self.tmp = root.parent / "tmp"
-        self.tmp.mkdir(exist_ok=True)
+        # its own temporary folder, to see what the loop leaves there:
+        # short, as the kernels' sockets (ipc://) live in it and a socket
+        # path has at most 107 characters
+        self.tmp = Path(tempfile.mkdtemp(prefix="mha-t-"))
         env = {**os.environ, "PYTHONPATH": str(root), "TMPDIR": str(self.tmp)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "pipeline.serve", "-a", self.url[7:-1]],
@@ -310,6 +312,7 @@ def stopped(served, started):
     # no temporary folder left: not the warm kernels', not the engine's
     # (mkdocs serve's build folder, which a SIGTERM or SIGKILL leaves)
     assert sorted(p.name for p in served.tmp.iterdir()) == []
+    served.tmp.rmdir()
 
 
 def test_serve_survives_a_mistake_and_leaves_nothing_running(copy):
@@ -349,6 +352,7 @@ def test_serve_survives_a_mistake_and_leaves_nothing_running(copy):
         if served.process.poll() is None:
             serve.stop_all(served.process.pid, wait=1)
             served.process.kill()
+        shutil.rmtree(served.tmp, ignore_errors=True)
 
 
 def _command(pid):
