@@ -71,11 +71,12 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 # keeps one core busy while the other is soon idle; their report follows
 # the build's. They run at a lower priority (nice): the pages take the
 # cores first, so the slowest page starts its long run alone sooner, and
-# the units fill the core it leaves. Once generated and checked, the two engines build side by
-# side (each is one process), each one's log printed whole. The other
-# tests run on one pytest-xdist worker per core; a test goes to whichever
-# worker is free (worksteal), so a module fixture may start on both: a
-# costly one (the engines' reading of both sites) has one test using it.
+# the units fill the core it leaves. Once generated and checked, the two
+# engines build side by side (each is one process), each one's log
+# printed whole. The other tests run on one pytest-xdist worker per
+# core; a test goes to whichever worker is free (worksteal), so a module
+# fixture may start on both: a costly one (the engines' reading of both
+# sites) has one test using it.
 # Generation runs two pages per core (pipeline/generation.py,
 # JOBS_PER_CORE).
 PYTEST_JOBS ?= auto
