@@ -134,8 +134,11 @@
         return w.format(row[0]);
       });
       var shown = "[" + others.join(", ") + "]";
+      // the same up to rounding: five weights of 1/5 times 7 sum to
+      // 7.000000000000001 one way and 7 the other
       var same = otherResult.output.every(function (row, i) {
-        return row[0] === result.output[i][0];
+        var a = row[0], b = result.output[i][0];
+        return Math.abs(a - b) <= 1e-12 * Math.max(1, Math.abs(a), Math.abs(b));
       });
       status.textContent = "The " + MASKS[other].split(" (")[0] +
         (c === 0
