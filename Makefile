@@ -86,7 +86,7 @@ XDIST := -n $(PYTEST_JOBS) --dist worksteal
 # second thread per process only spins waiting for a core (7 of 56
 # CPU-s of the unit tests, run alone).
 ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-NO_BUILD := tests/unit mha_ref tests/docs/test_pipeline.py tests/docs/test_serve.py
+NO_BUILD := tests/unit mha_ref tests/pipeline/test_pipeline.py tests/pipeline/test_serve.py
 SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
 BESIDE_THE_BUILD := mkdir -p build; \
@@ -97,7 +97,7 @@ UNITS_REPORT := echo "--- unit tests, run beside the build ($(UNIT_LOG)):"; \
 
 fast: check ## the quick checks while writing (no site, no browser)
 	$(ONE_THREAD) $(PY) -m pytest -x -q $(XDIST) \
-	  -m "not build and not browser and not slow" tests/unit tests/docs mha_ref
+	  -m "not build and not browser and not slow" tests/unit tests/docs tests/pipeline tests/bench mha_ref
 
 # Not part of make test: pictures for a person to look at.
 screenshots: site browser ## full-page PNGs of every page in build/screenshots/

@@ -9,14 +9,7 @@ from pathlib import Path
 
 import bench
 from bench import report as report_files
-from bench.build_times import (
-    bench_build,
-    bench_serve,
-    build_site,
-    copy_repo,
-)
 from bench.decode import bench_decode
-from bench.engines import bench_engines
 from bench.env import environment
 from bench.implementations import (
     IMPL_LENGTHS,
@@ -24,12 +17,19 @@ from bench.implementations import (
     THREAD_VARS,
     bench_impl,
 )
-from bench.katex_prerender import bench_math
-from bench.reading import bench_reading, reading_pages
 from bench.roofline import bench_roofline
-from bench.suite import bench_suite
+from bench.site_perf.build_times import (
+    bench_build,
+    bench_serve,
+    build_site,
+    copy_repo,
+)
+from bench.site_perf.engines import bench_engines
+from bench.site_perf.katex_prerender import bench_math
+from bench.site_perf.reading import bench_reading, reading_pages
+from bench.site_perf.suite import bench_suite
+from bench.site_perf.weight import bench_weight
 from bench.timing import ROOT, say
-from bench.weight import bench_weight
 
 OUT = ROOT / "bench"
 PARTS = (

@@ -2,11 +2,11 @@
 
 import json
 
-from bench.build_times import TARGETS as BUILD_TARGETS
-from bench.build_times import serve_md
-from bench.engines import markdown as engines_md
 from bench.roofline import markdown as roofline_md
-from bench.weight import markdown as weight_md
+from bench.site_perf.build_times import TARGETS as BUILD_TARGETS
+from bench.site_perf.build_times import serve_md
+from bench.site_perf.engines import markdown as engines_md
+from bench.site_perf.weight import markdown as weight_md
 
 # The parts a page quotes, each also written alone beside report.json
 # (out/<part>.json): the page reads that file, and its notebook carries

@@ -102,7 +102,7 @@ def tab(browser):
     """The one tab each test process reuses: a fresh tab costs its
     renderer about 2 CPU-seconds before the page's own work, as much as
     loading a long page. Its cache is off, so every load is a first view
-    (bench.weight counts the same bytes as in a new context)."""
+    (bench.site_perf.weight counts the same bytes as in a new context)."""
     context = browser.new_context(viewport=DESKTOP)
     yield harness.Tab(context)
     context.close()

@@ -16,10 +16,10 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 # the server and Chromium's flags, shared with the benchmarks
-from bench.site_server import CHROMIUM_ARGS, serve  # noqa: F401
+from bench.site_perf.server import CHROMIUM_ARGS, serve  # noqa: F401
 
 # what a first view transfers, and which pages are a notebook's
-from bench.weight import Transfers, page_kind
+from bench.site_perf.weight import Transfers, page_kind
 
 INSTALL_HINT = (
     "install Chromium: `apt-get install chromium` (or `make browser`)"
@@ -58,7 +58,7 @@ def site_pages(site=SITE):
 def notebook_pages(site=SITE):
     """The pages that render a notebook: mkdocs-jupyter's jp-Notebook,
     or (Zensical) the Markdown page with the notebook's download link
-    (bench.weight.page_kind)."""
+    (bench.site_perf.weight.page_kind)."""
     return [
         p
         for p in site_pages(site)
@@ -159,7 +159,7 @@ class Recorder:
     Every request URL (pages, workers, fonts...) is kept, and requests to
     any other host are aborted before they leave: the attempt is what
     counts, and no test sends real traffic. ``transfers`` counts the
-    bytes of every response (bench.weight.Transfers).
+    bytes of every response (bench.site_perf.weight.Transfers).
     """
 
     def __init__(self, context, origin):

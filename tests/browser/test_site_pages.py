@@ -5,7 +5,7 @@ added to the nav is checked without touching this file. Each page is
 loaded once, offline, and looked at in four states:
 
 - first view (the cold load itself): its bytes within the budget of a
-  text or a notebook page (bench/weight.py), a title that is its nav
+  text or a notebook page (bench/site_perf/weight.py), a title that is its nav
   entry, no Python formatting in the prose (True, 0.00e+00, -0.0), and
   on a notebook page no In [10] first nor a glued value printed twice;
 - light scheme, desktop: HTTP 200, every formula typeset once, no raw
@@ -39,7 +39,7 @@ import pagecheck
 import pytest
 from harness import DESKTOP, PHONE, SCREENSHOTS
 
-from bench.weight import budget_problems, page_kind
+from bench.site_perf.weight import budget_problems, page_kind
 
 pytestmark = pytest.mark.browser
 

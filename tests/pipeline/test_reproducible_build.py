@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.build_times import copy_repo
+from bench.site_perf.build_times import copy_repo
 from pipeline import cache
 from pipeline.generation import Project, discover
 

@@ -22,8 +22,8 @@ import sys
 import time
 import urllib.request
 
-from bench.build_times import CHECK, GENERATE, MKDOCS, VENV
-from bench.build_times import PY as VENV_PY
+from bench.site_perf.build_times import CHECK, GENERATE, MKDOCS, VENV
+from bench.site_perf.build_times import PY as VENV_PY
 from bench.timing import CHILD_ENV, ratios, run, say, summary
 
 PY = sys.executable

@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import time
 
-from bench.build_times import (
+from bench.site_perf.build_times import (
     TRAINED,
     generation_total,
     make_command,

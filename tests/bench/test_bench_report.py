@@ -7,13 +7,13 @@ failed run included): no command is run here.
 """
 
 from bench import report
-from bench.build_times import (
+from bench.site_perf.build_times import (
     STAMP,
     generation_total,
     make_command,
     ran_seconds,
 )
-from bench.suite import UNITS_MARK, pytest_summary, suite_summaries
+from bench.site_perf.suite import UNITS_MARK, pytest_summary, suite_summaries
 
 GENERATION = """\
   cached about

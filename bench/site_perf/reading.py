@@ -7,9 +7,9 @@ katex.render, and bytes transferred.
 
 from contextlib import ExitStack
 
-from bench.build_times import longest_pages
 from bench.env import CHROMIUM
-from bench.site_server import CHROMIUM_ARGS, serve
+from bench.site_perf.build_times import longest_pages
+from bench.site_perf.server import CHROMIUM_ARGS, serve
 from bench.timing import say, summary
 
 # Records performance.now() (ms since navigation start) once the DOM is

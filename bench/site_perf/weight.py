@@ -6,7 +6,7 @@
 
 Every page of the built site, each in a fresh Chromium context (a cold
 cache) at 1280 x 900, served by the bench's own server
-(bench/site_server.py), which gzips text files as GitHub Pages, the
+(bench/site_perf/server.py), which gzips text files as GitHub Pages, the
 site's host, does: the bytes are what a reader's browser transfers
 (a fraction of the files' own sizes). A first view is every
 response from the navigation until the load event, and those still in
@@ -128,7 +128,7 @@ def bench_weight(site):
     from playwright.sync_api import sync_playwright
 
     from bench.env import CHROMIUM
-    from bench.site_server import CHROMIUM_ARGS, serve
+    from bench.site_perf.server import CHROMIUM_ARGS, serve
     from bench.timing import say
 
     pages = {}

@@ -27,7 +27,7 @@ import pytest
 
 from pipeline import pages, serve
 from pipeline.typeset_math import Typesetter
-from tests.docs.test_pipeline import make_project
+from tests.pipeline.test_pipeline import make_project
 
 pytestmark = pytest.mark.slow  # kernels: make fast skips it
 

@@ -1,6 +1,6 @@
 """A built site on 127.0.0.1, for a headless Chromium to visit.
 
-Shared by the benchmarks (bench/reading.py, bench/weight.py) and the
+Shared by the benchmarks (reading.py and weight.py beside it) and the
 browser tests (tests/browser/conftest.py). Text files (HTML, CSS,
 JavaScript, JSON, SVG) go out gzip-compressed to a browser that asks for
 it, as the site's host (GitHub Pages) sends them, so what a page

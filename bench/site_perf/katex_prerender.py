@@ -20,7 +20,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from bench.reading import alternate_visits
+from bench.site_perf.reading import alternate_visits
 from bench.timing import run, say, summary
 
 TARGETS = {"math_over_fcp": 1.1, "layout_shift": 0.02}
