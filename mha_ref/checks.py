@@ -5,8 +5,8 @@ shape, index or row in its message; none uses ``assert``, which
 ``python -O`` removes. The checks only some modules run live beside this
 file, so a notebook carries only those its page imports: tensors
 (checks_torch.py), the tiled passes (checks_tiles.py), the KV cache
-(checks_cache.py) and the conventions' translations
-(checks_conventions.py).
+(checks_cache.py), the conventions' translations
+(checks_conventions.py) and the trained heads (checks_induction.py).
 """
 
 from collections.abc import Iterator
@@ -595,13 +595,18 @@ def scores_shape(q_shape, k_shape, v_shape):
 
     k and v may hold fewer heads than q (grouped queries, kv_heads).
     """
+    return grouped_scores_shape(q_shape, k_shape, v_shape)[0]
+
+
+def grouped_scores_shape(q_shape, k_shape, v_shape):
+    """scores_shape and G = H // H_kv (kv_heads), checked once."""
     q, k, v = (tuple(s) for s in (q_shape, k_shape, v_shape))
     group = kv_heads(q, k, v)
     if group > 1:  # as if each key/value head were repeated G times
         k = (*k[:-3], k[-3] * group, *k[-2:])
         v = (*v[:-3], v[-3] * group, *v[-2:])
     lead = qkv_shapes(q, k, v)
-    return (*lead, q[-2], k[-2])
+    return (*lead, q[-2], k[-2]), group
 
 
 def mask_array(mask, scores_shape, empty_rows="raise"):
@@ -742,14 +747,15 @@ def scored_attention_arrays(
     Returns q, k, v (as attention_arrays makes them); the blocked
     entries, mask | (bias == -inf), broadcast to the scores (..., Tq,
     Tk), or None; bias (broadcasting to the scores) and sinks (H,) in
-    q's dtype, or None. A row with every key blocked is refused unless
-    its head has a sink (it is then not empty) or empty_rows="zero".
+    q's dtype, or None; and G = H // H_kv (kv_heads). A row with every
+    key blocked is refused unless its head has a sink (it is then not
+    empty) or empty_rows="zero".
     """
     empty_rows_option(empty_rows)
     score_scale(scale)
     softcap_value(softcap)
     q, k, v = float_arrays(q=q, k=k, v=v)
-    shape = scores_shape(q.shape, k.shape, v.shape)
+    shape, group = grouped_scores_shape(q.shape, k.shape, v.shape)
     arrays = {"bias": bias, "sinks": sinks}
     for name, value in arrays.items():
         if value is None:
@@ -773,7 +779,7 @@ def scored_attention_arrays(
         blocked = bias_blocked if blocked is None else blocked | bias_blocked
     if blocked is not None:
         rows_without_keys_or_sink(blocked, sinks, empty_rows)
-    return q, k, v, blocked, bias, sinks
+    return q, k, v, blocked, bias, sinks, group
 
 
 def _numpy_values(values):
@@ -813,12 +819,6 @@ def alibi_inputs(slopes, query_positions, key_positions):
             finite(values, name)
 
 
-def output_shape(q_shape, k_shape, v_shape):
-    """The shape (..., Tq, dv) of attention's output, after the checks."""
-    *lead, tq, _ = scores_shape(q_shape, k_shape, v_shape)
-    return (*lead, tq, tuple(v_shape)[-1])
-
-
 def backward_arrays(q, k, v, dout):
     """The guards of a NumPy backward pass, in one call.
 
@@ -826,11 +826,13 @@ def backward_arrays(q, k, v, dout):
     least float32: the forward's output dtype); dout (..., Tq, dv), the
     gradient of that output, as a finite array of the same dtype. Lists
     and int or bool arrays are accepted, as the forward accepts them.
+    Returns them and G = H // H_kv (kv_heads).
     """
     q, k, v = float_arrays(q=q, k=k, v=v)
     (dout,) = float_arrays(dout=dout)
-    upstream(dout.shape, output_shape(q.shape, k.shape, v.shape))
-    return q, k, v, dout.astype(q.dtype, copy=False)
+    shape, group = grouped_scores_shape(q.shape, k.shape, v.shape)
+    upstream(dout.shape, (*shape[:-1], v.shape[-1]))  # (..., Tq, dv)
+    return q, k, v, dout.astype(q.dtype, copy=False), group
 
 
 def scores_finite(scores, mask=None):
@@ -965,7 +967,7 @@ def _rule_values(values, name, ids=False):
         array = values.detach().cpu()
         array = (array.double() if kind == "f" else array).numpy()
     else:
-        array = np.asarray(values)
+        array = array_of(values, name, np.asarray)
         kind = array.dtype.kind
     what = "document ids" if ids else "positions"
     if kind not in "iuf":
@@ -993,6 +995,12 @@ def _rule_values(values, name, ids=False):
         raise ValueError(
             f"{name} must be >= 0, got {array[first]} at index {first}"
         )
+    if array.size and (array.max() >= 2**63 or array.min() < -(2**63)):
+        far = array.max() if array.max() >= 2**63 else array.min()
+        raise ValueError(
+            f"{name} holds {far}, beyond int64 (|value| < 2**63); {what} "
+            f"must fit in int64"
+        )
     return array
 
 
@@ -1017,9 +1025,15 @@ def rule_arrays(query_values, key_values, ids=False, names=None):
 
 
 def rule_int(value, name, least):
+    """An int size of a mask rule: at least ``least``, within int64."""
     integer(value, name)
     if value < least:
         raise ValueError(f"{name} must be at least {least}, got {value}")
+    if value >= 2**63:
+        raise ValueError(
+            f"{name}={value} is beyond int64 (2**63 - 1), which positions "
+            f"are compared in; any size past the last position is the same"
+        )
 
 
 def sliding_window_rule(query_positions, key_positions, window, sink_tokens):

@@ -54,6 +54,25 @@ def chunk_lengths(chunks, t):
     return lengths
 
 
+def cached_input(module, x, chunks, window=None, sink_tokens=0):
+    """The guards of a cached forward, in one call: x a floating tensor
+    (B, T, d_model) for the module, the chunks (a list of positive ints
+    summing to T, returned), and a rolling window (None, or an int >= 1;
+    sink_tokens only with a window, never for latent attention)."""
+    float_tensors(x=x)
+    model_input(x.shape, module.d_model)
+    chunks = chunk_lengths(chunks, x.shape[1])
+    latent = hasattr(module, "kv_b_proj")  # MultiHeadLatentAttention
+    if latent and (window is not None or sink_tokens):
+        raise ValueError(
+            f"window={window!r}, sink_tokens={sink_tokens!r}: latent "
+            f"attention decodes with its full latent cache only; leave "
+            f"both out"
+        )
+    rolling_window(window, sink_tokens)
+    return chunks
+
+
 def kv_chunk(keys, values, k, v):
     """A chunk k, v (B, H_kv, Tc, dh) that fits a KV cache's keys, values.
 
@@ -139,3 +158,29 @@ def cross_context(rope, context, d_model, weight):
             f"convert with context.to(module.wk.weight)"
         )
     model_input(context.shape, d_model, name="context")
+
+
+def latent_chunk(cache, c_kv, k_rope):
+    """A chunk (B, Tc, d_c) and (B, Tc, d_rope) that fits the latent
+    cache (latent_torch.LatentCache)."""
+    for name, x in (("c_kv", c_kv), ("k_rope", k_rope)):
+        if not is_tensor(x) or x.dim() != 3:
+            got = tuple(x.shape) if is_tensor(x) else type(x)
+            raise ValueError(f"{name} must be (B, Tc, d), got {got}")
+    if c_kv.shape[:2] != k_rope.shape[:2]:
+        raise ValueError(
+            f"c_kv {tuple(c_kv.shape)} and k_rope {tuple(k_rope.shape)} "
+            f"must agree in batch and length (B, Tc)"
+        )
+    if cache.latent is None:
+        return
+    for name, new, old in (
+        ("c_kv", c_kv, cache.latent),
+        ("k_rope", k_rope, cache.rope_key),
+    ):
+        n, o = tuple(new.shape), tuple(old.shape)
+        if (n[0], n[2]) != (o[0], o[2]) or new.dtype != old.dtype:
+            raise ValueError(
+                f"{name} {n} ({new.dtype}) does not fit the cached {o} "
+                f"({old.dtype}): batch, size and dtype must match"
+            )

@@ -11,6 +11,7 @@ from mha_ref.checks import (
     empty_rows_option,
     every_row_has_a_key,
     finite,
+    grouped_scores_shape,
     integer,
     is_tensor,
     mask_dtype,
@@ -18,9 +19,9 @@ from mha_ref.checks import (
     model_input,
     modifier_kind,
     no_nan_or_posinf,
-    output_shape,
     rows_without_keys_or_sink,
     score_scale,
+    scores_finite,
     scores_shape,
     sinks_shape,
     softcap_value,
@@ -128,14 +129,15 @@ def scored_attention_tensors(
     q, k and v as attention_tensors checks them; bias (broadcasting to
     the scores) and sinks (H,) floating tensors on q's device, of any
     floating dtype. Returns the blocked entries, mask | (bias == -inf),
-    expanded to the scores (..., Tq, Tk), or None. A row with every key
-    blocked is refused unless its head has a sink or empty_rows="zero".
+    expanded to the scores (..., Tq, Tk), or None, and G = H // H_kv
+    (kv_heads). A row with every key blocked is refused unless its head
+    has a sink or empty_rows="zero".
     """
     empty_rows_option(empty_rows)
     score_scale(scale)
     softcap_value(softcap)
     float_tensors(q=q, k=k, v=v)
-    shape = scores_shape(q.shape, k.shape, v.shape)
+    shape, group = grouped_scores_shape(q.shape, k.shape, v.shape)
     for name, value in (("bias", bias), ("sinks", sinks)):
         if value is None:
             continue
@@ -176,7 +178,7 @@ def scored_attention_tensors(
     if blocked is not None:
         sink_np = None if sinks is None else sinks.detach().cpu().numpy()
         rows_without_keys_or_sink(blocked.cpu().numpy(), sink_np, empty_rows)
-    return blocked
+    return blocked, group
 
 
 def backward_tensors(q, k, v, dout):
@@ -184,16 +186,19 @@ def backward_tensors(q, k, v, dout):
 
     q, k and v as attention_tensors checks them; dout (..., Tq, dv) a
     finite floating tensor on their device, of any floating dtype (the
-    backward computes in q's dtype, at least float32).
+    backward computes in q's dtype, at least float32). Returns G = H //
+    H_kv (kv_heads).
     """
     float_tensors(q=q, k=k, v=v)
     float_tensors(dout=dout)
-    upstream(dout.shape, output_shape(q.shape, k.shape, v.shape))
+    shape, group = grouped_scores_shape(q.shape, k.shape, v.shape)
+    upstream(dout.shape, (*shape[:-1], v.shape[-1]))  # (..., Tq, dv)
     if dout.device != q.device:
         raise ValueError(
             f"dout is on {dout.device} but q, k and v are on {q.device}; "
             f"move it with dout.to({str(q.device)!r})"
         )
+    return group
 
 
 def model_tensors(x, context, d_model, weight):
@@ -230,4 +235,56 @@ def device(device, cuda_available):
             f"device={device!r} asks for CUDA, but "
             f"torch.cuda.is_available() is False here (no GPU, or a "
             f"CPU-only torch build); use device='cpu' or None"
+        )
+
+
+def finite_tensor(tensor, name):
+    """finite for a tensor on any device and float dtype."""
+    if not tensor_finite(tensor):
+        # .double(): NumPy has no bfloat16
+        finite(tensor.detach().cpu().double().numpy(), name)
+
+
+def scores_no_overflow(scores, mask=None):
+    """Finite q and k can still overflow q @ k^T: no silent NaN rows.
+
+    scores are float32 or float64 here, which NumPy holds as they are.
+    """
+    lost = scores.isneginf().all(dim=-1)  # a row of only -inf
+    if mask is not None:  # a row the mask empties is not an overflow
+        lost &= ~mask.all(dim=-1)
+    if (scores.isnan() | scores.isposinf()).any() or lost.any():
+        scores_finite(
+            scores.detach().cpu().numpy(),
+            None if mask is None else mask.cpu().numpy(),
+        )
+
+
+def sinks_tensors(scores, sinks):
+    """softmax_with_sinks's inputs: floating tensors, sinks (H,) for the
+    scores (..., H, Tq, Tk), and -inf the only infinity (masked, no sink).
+    """
+    for name, value in (("scores", scores), ("sinks", sinks)):
+        if not is_tensor(value) or not value.is_floating_point():
+            got = getattr(value, "dtype", type(value).__name__)
+            raise TypeError(f"{name} must be a floating tensor, got {got}")
+        bad = (value.isnan() | value.isposinf()).nonzero()
+        if len(bad):
+            at = tuple(bad[0].tolist())
+            raise ValueError(
+                f"{name} of shape {tuple(value.shape)} holds "
+                f"{value[at].item()} at index {at}; use finite values, "
+                f"or -inf for a masked key (scores) or no sink (sinks)"
+            )
+    sinks_shape(sinks.shape, scores.shape)
+
+
+def library_can_express(module):
+    """nn.MultiheadAttention can hold the module: no GQA, no RoPE."""
+    if module.n_kv_head != module.n_head or module.rope:
+        raise ValueError(
+            f"nn.MultiheadAttention has neither grouped key/value heads "
+            f"nor RoPE, but the module has n_head={module.n_head}, "
+            f"n_kv_head={module.n_kv_head}, rope={module.rope}; compare "
+            f"through sdpa_forward instead"
         )

@@ -10,81 +10,10 @@ the scores (so the scores run over all H heads), and for a cached step
 (kv_cache.cached_step) only the new rows projected.
 """
 
-import math
-from numbers import Integral, Real
+from mha_ref.checks_cost import NotAnIntegerError as NotAnIntegerError
+from mha_ref.checks_cost import checked
 
 LSE_BYTES = 4  # a log-sum-exp per row: float32, float64 kept as it is
-
-
-class NotAnIntegerError(ValueError, TypeError):
-    """A size that is not an int: a ValueError, and a TypeError too."""
-
-
-def _size(value, name):
-    # a Python int: the counts stay exact however large they grow, where
-    # NumPy's int64 would wrap around past 2**63 without a word
-    if isinstance(value, bool) or not isinstance(value, int):
-        numpy = isinstance(value, Integral)  # np.int64, say
-        raise NotAnIntegerError(
-            f"{name} must be a positive int, got {value!r}"
-            + (f": pass int({name}), NumPy ints overflow" if numpy else "")
-        )
-    if value <= 0:
-        raise ValueError(f"{name} must be positive, got {value}")
-
-
-def _heads(d_model, n_head, n_kv_head, d_head):
-    # (n_kv_head, d_head): d_head defaults to d_model / n_head, which
-    # must then be whole; n_kv_head (default n_head) divides n_head
-    if d_head is None:
-        if d_model % n_head:
-            raise ValueError(
-                f"d_model={d_model} is not divisible by n_head={n_head}: "
-                f"give d_head, or a head count that divides d_model"
-            )
-        d_head = d_model // n_head
-    n_kv_head = n_head if n_kv_head is None else n_kv_head
-    _size(d_head, "d_head")
-    _size(n_kv_head, "n_kv_head")
-    if n_head % n_kv_head:
-        raise ValueError(
-            f"n_kv_head={n_kv_head} does not divide n_head={n_head}: "
-            f"each key/value head serves n_head / n_kv_head query heads"
-        )
-    return int(n_kv_head), int(d_head)
-
-
-def checked(sizes, heads=None, flags=None, bytes_per_value=1, last=False):
-    """Every argument of a cost function, checked in one call.
-
-    sizes {name: value}: positive Python ints (a float, even 4.0, is
-    refused, and so is a NumPy int, whose products wrap around).
-    heads (d_model, n_head, n_kv_head, d_head): returns the layer's
-    (n_kv_head, d_head). flags {name: value}: True or False.
-    bytes_per_value: a positive number (0.5 for 4-bit values). last:
-    the tq queries are the last tq of the tk positions, so tq <= tk.
-    """
-    for name, value in sizes.items():
-        _size(value, name)
-    for name, value in (flags or {}).items():
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be True or False, got {value!r}")
-    if isinstance(bytes_per_value, bool) or not isinstance(
-        bytes_per_value, Real
-    ):
-        raise TypeError(
-            f"bytes_per_value must be a number, got {bytes_per_value!r}"
-        )
-    if not (math.isfinite(bytes_per_value) and bytes_per_value > 0):
-        raise ValueError(
-            f"bytes_per_value must be positive, got {bytes_per_value}"
-        )
-    if last and sizes["tq"] > sizes["tk"]:
-        raise ValueError(
-            f"tq={sizes['tq']} new queries cannot exceed tk={sizes['tk']} "
-            f"keys: the queries are the last tq of the tk positions"
-        )
-    return None if heads is None else _heads(*heads)
 
 
 def _with_total(parts, factor=1):
@@ -117,9 +46,9 @@ def attention_flops(
     (1207959552, 1610612736, 8053063680)
     """
     sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
-    n_kv_head, d_head = checked(
+    batch, tq, tk, d_model, n_head, n_kv_head, d_head = checked(
         {**sizes, "n_head": n_head},
-        (d_model, n_head, n_kv_head, d_head),
+        (n_kv_head, d_head),
         {"backward": backward, "cached": cached},
         last=cached,  # a cached step: tq new rows after tk - tq cached
     )
@@ -155,10 +84,8 @@ def useful_flops(batch, tq, tk, d_model, n_head, n_kv_head=None, d_head=None):
     160
     """
     sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
-    n_kv_head, d_head = checked(
-        {**sizes, "n_head": n_head},
-        (d_model, n_head, n_kv_head, d_head),
-        last=True,
+    batch, tq, tk, d_model, n_head, n_kv_head, d_head = checked(
+        {**sizes, "n_head": n_head}, (n_kv_head, d_head), last=True
     )
     parts = attention_flops(
         batch, tq, tk, d_model, n_head, n_kv_head, d_head, cached=True
@@ -186,7 +113,7 @@ def causal_tiles(tq, tk, block_q=64, block_k=64):
     (4, 1, 75)
     """
     sizes = {"tq": tq, "tk": tk, "block_q": block_q, "block_k": block_k}
-    checked(sizes, last=True)
+    tq, tk, block_q, block_k = checked(sizes, last=True)
     # --8<-- [start:causal-tiles-loop]
     key_blocks = -(-tk // block_k)  # ceil(tk / block_k)
     skipped = pairs = 0
@@ -224,11 +151,9 @@ def tiled_flops(
     300
     """
     sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
-    n_kv_head, d_head = checked(
-        {**sizes, "n_head": n_head, "block_q": block_q, "block_k": block_k},
-        (d_model, n_head, n_kv_head, d_head),
-        {"backward": backward},
-        last=True,
+    sizes.update(n_head=n_head, block_q=block_q, block_k=block_k)
+    batch, tq, tk, d_model, n_head, block_q, block_k, n_kv_head, d_head = (
+        checked(sizes, (n_kv_head, d_head), {"backward": backward}, last=True)
     )
     _, _, pairs = causal_tiles(tq, tk, block_q, block_k)
     parts = useful_flops(batch, tq, tk, d_model, n_head, n_kv_head, d_head)
@@ -266,10 +191,11 @@ def kv_cache_bytes(
         "n_kv_head": n_kv_head,
         "d_head": d_head,
         "tokens": tokens,
+        "window": window,  # None: no window
     }
-    if window is not None:
-        sizes["window"] = window
-    checked(sizes, bytes_per_value=bytes_per_value)
+    n_layer, n_kv_head, d_head, tokens, window = checked(
+        sizes, bytes_per_value=bytes_per_value, optional=("window",)
+    )
     # --8<-- [start:kv-cache-bytes-held]
     held = tokens if window is None else min(tokens, window - 1)
     # K and V: one d_head vector per key/value head, layer and token held
@@ -297,9 +223,9 @@ def saved_activation_bytes(
     >>> saved_activation_bytes(1, 1024, 768, 12, 2, weights=False)
     7913472
     """
-    checked(
+    batch, t, d_model, n_head, _, _ = checked(
         {"batch": batch, "t": t, "d_model": d_model, "n_head": n_head},
-        (d_model, n_head, None, None),
+        (None, None),  # d_model splits into n_head heads
         {"weights": weights},
         bytes_per_value,
     )
@@ -330,9 +256,9 @@ def bytes_moved(
     output, and the keys and values it reads, cached or projected.
     """
     sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
-    n_kv_head, d_head = checked(
+    batch, tq, tk, d_model, n_head, n_kv_head, d_head = checked(
         {**sizes, "n_head": n_head},
-        (d_model, n_head, n_kv_head, None),
+        (n_kv_head, None),
         {"cached": cached},
         bytes_per_value,
         last=cached,

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha_ref import checks, torch_ref
+from mha_ref import checks, checks_induction, torch_ref
 
 
 # --8<-- [start:model]
@@ -22,9 +22,7 @@ class AttentionOnly(nn.Module):
 
     def __init__(self, vocab, t_max, d_model, n_head, n_layer=2):
         super().__init__()
-        checks.positive_integer(vocab, "vocab")
-        checks.positive_integer(t_max, "t_max")
-        checks.positive_integer(n_layer, "n_layer")
+        checks_induction.model_sizes(vocab, t_max, n_layer)
         self.vocab, self.t_max, self.n_head = vocab, t_max, n_head
         self.embed = nn.Embedding(vocab, d_model)  # token -> vector
         self.pos_embed = nn.Embedding(t_max, d_model)  # learned positions
@@ -43,7 +41,7 @@ class AttentionOnly(nn.Module):
         patch (n_layer, n_head) bool: True takes that head's output from
         source (n_layer, B, H, T, dh), the head outputs of another run.
         """
-        _check_run(self, tokens, keep, patch, source)  # see below
+        checks_induction.run(self, tokens, keep, patch, source)  # see below
         t = tokens.shape[1]
         x = self.embed(tokens) + self.pos_embed.weight[:t]  # (B, T, d)
         mask = torch_ref.causal_mask(t, device=tokens.device)  # (T, T)
@@ -68,7 +66,7 @@ class AttentionOnly(nn.Module):
     # --8<-- [start:fast-forward]
     def logits(self, tokens):
         """The same logits through SDPA, without weights: for training."""
-        _check_run(self, tokens, None, None, None)
+        checks_induction.run(self, tokens, None, None, None)
         t = tokens.shape[1]
         x = self.embed(tokens) + self.pos_embed.weight[:t]  # (B, T, d)
         for mha in self.layers:
@@ -78,40 +76,6 @@ class AttentionOnly(nn.Module):
             x = x + mha.wo(mha.merge_heads(z))  # (B, T, d_model)
         return self.unembed(x)  # (B, T, vocab)
         # --8<-- [end:fast-forward]
-
-
-def _check_run(model, tokens, keep, patch, source):
-    if not isinstance(tokens, torch.Tensor) or tokens.dtype != torch.long:
-        got = getattr(tokens, "dtype", type(tokens).__name__)
-        raise TypeError(f"tokens must be a torch.long tensor, got {got}")
-    if tokens.dim() != 2 or not 1 <= tokens.shape[1] <= model.t_max:
-        raise ValueError(
-            f"tokens must be (B, T) with 1 <= T <= t_max={model.t_max}, "
-            f"got shape {tuple(tokens.shape)}"
-        )
-    if tokens.numel() and (tokens.min() < 0 or tokens.max() >= model.vocab):
-        raise ValueError(f"tokens must lie in 0 .. {model.vocab - 1}")
-    heads = (len(model.layers), model.n_head)
-    for name, flags in (("keep", keep), ("patch", patch)):
-        if flags is None:
-            continue
-        if not isinstance(flags, torch.Tensor) or flags.dtype != torch.bool:
-            raise TypeError(f"{name} must be a bool tensor {heads}")
-        if tuple(flags.shape) != heads:
-            raise ValueError(
-                f"{name} must be (n_layer, n_head) = {heads}, got shape "
-                f"{tuple(flags.shape)}"
-            )
-    if (patch is None) != (source is None):
-        raise ValueError("patch and source go together: pass both or none")
-    if source is not None:
-        d_head = model.layers[0].d_head
-        want = (*heads[:1], tokens.shape[0], heads[1], tokens.shape[1], d_head)
-        if tuple(source.shape) != want:
-            raise ValueError(
-                f"source must be (n_layer, B, H, T, dh) = {want}, got "
-                f"shape {tuple(source.shape)}"
-            )
 
 
 # --8<-- [start:data]
@@ -129,7 +93,7 @@ def repeated_segments(n, t, vocab, generator, min_len=3):
     Inside the repeat, token i equals token i - L, so the next token is
     the one after the earlier occurrence: copy_from[i] = i - L + 1.
     """
-    _check_data(n, t, vocab, min_len)
+    checks_induction.data(n, t, vocab, min_len)
     tokens = torch.randint(0, vocab, (n, t), generator=generator)
     length = torch.randint(min_len, t // 2 + 1, (n,), generator=generator)
     # start uniform in 0 .. t - 2L: no fixed position predicts the copy
@@ -145,24 +109,11 @@ def repeated_segments(n, t, vocab, generator, min_len=3):
     # --8<-- [end:data]
 
 
-def _check_data(n, t, vocab, min_len):
-    for name, value in (("n", n), ("t", t), ("vocab", vocab)):
-        checks.positive_integer(value, name)
-    checks.positive_integer(min_len, "min_len")
-    if not 2 <= min_len <= t // 2:
-        raise ValueError(
-            f"min_len={min_len} must lie in 2 .. t // 2 = {t // 2}: the "
-            f"segment and its repeat must fit in t={t} tokens"
-        )
-    if vocab < 2:
-        raise ValueError(f"vocab={vocab}: a changed token needs vocab >= 2")
-
-
 # --8<-- [start:corrupt]
 def corrupt(batch, vocab, generator):
     """The same sequences with every token of the first copy changed:
     the repeat stays, but its earlier occurrence is gone."""
-    _check_vocab(vocab)  # another token exists: vocab >= 2
+    checks_induction.vocab(vocab)  # another token exists: vocab >= 2
     n, t = batch.tokens.shape
     i = torch.arange(t)[None, :]  # (1, T)
     s, L = batch.start[:, None], batch.length[:, None]  # (n, 1)
@@ -237,7 +188,7 @@ def head_scores(weights, batch, offset=1):
     back (1: the previous token), and on the key after the earlier copy.
     """
     t = weights.shape[-1]  # weights: (L, B, H, T, T)
-    _check_offset(offset, t)  # 0 .. T - 1: some query has such a key
+    checks_induction.offset(offset, t)  # some query has such a key
     i = torch.arange(offset, t)  # queries that have such a key
     back = weights[..., i, i - offset].mean(dim=(1, 3))  # (L, H)
     b, q = torch.nonzero(batch.copy_from >= 0, as_tuple=True)  # (N,) each
@@ -304,7 +255,9 @@ def patching(model, clean, corrupted):
     with torch.no_grad():
         high, source = log_p(clean.tokens)  # source: clean head outputs
         low, _ = log_p(corrupted.tokens)
-        _check_runs_differ(high, low)  # else there is nothing to restore
+        checks_induction.runs_differ(
+            high, low
+        )  # else there is nothing to restore
         n_layer, n_head = source.shape[0], source.shape[2]
         restored = torch.zeros(n_layer, n_head)
         for n in range(n_layer):
@@ -317,33 +270,6 @@ def patching(model, clean, corrupted):
                 # --8<-- [end:patching-one-head]
     return restored
     # --8<-- [end:patching]
-
-
-def _check_vocab(vocab):
-    checks.positive_integer(vocab, "vocab")
-    if vocab < 2:
-        raise ValueError(
-            f"vocab={vocab}: changing a token to another one needs vocab >= 2"
-        )
-
-
-def _check_offset(offset, t):
-    checks.integer(offset, "offset")
-    if not 0 <= offset < t:
-        raise ValueError(
-            f"offset={offset} must lie in 0 .. T - 1 = {t - 1}: the key "
-            f"offset positions back must exist for some query"
-        )
-
-
-def _check_runs_differ(high, low):
-    if high == low:
-        raise ValueError(
-            f"clean and corrupted runs give the same mean log-probability "
-            f"of the right answer ({high:.6g}): the share restored, "
-            f"(patched - corrupted) / (clean - corrupted), is undefined; "
-            f"corrupt the clean batch first (see corrupt)"
-        )
 
 
 def to_arrays(model):

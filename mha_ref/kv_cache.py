@@ -7,10 +7,12 @@ with a real cache, keys stored already rotated at absolute positions;
 a step that raises leaves the cache exactly as it was.
 """
 
+import importlib
+
 import torch
 import torch.nn.functional as F
 
-from mha_ref import checks, checks_cache, checks_torch, torch_ref
+from mha_ref import checks_cache, checks_torch, torch_ref
 
 
 # --8<-- [start:kv-cache-example]
@@ -235,14 +237,14 @@ def cached_forward(module, x, chunks, window=None, sink_tokens=0):
     iterable of positive ints summing to T. Equals
     module(x, mask=torch_ref.causal_mask(T))[0]; with a window, a
     RollingKVCache and the mask sliding_window_mask(p, p, window,
-    sink_tokens) for p = 0 .. T - 1.
+    sink_tokens) for p = 0 .. T - 1. A MultiHeadLatentAttention decodes
+    with its latent cache (latent_torch.cached_latent_forward).
     """
-    checks.model_input(x.shape, module.d_model)
-    chunks = checks_cache.chunk_lengths(
-        chunks, x.shape[1]
-    )  # a list, sums to T
+    chunks = checks_cache.cached_input(module, x, chunks, window, sink_tokens)
+    if hasattr(module, "kv_b_proj"):  # latent attention: its own cache
+        latent = importlib.import_module("mha_ref.latent_torch")
+        return latent.cached_latent_forward(module, x, chunks)
     if window is None:
-        checks_cache.rolling_window(window, sink_tokens)  # sinks need a window
         cache, step = KVCache(), cached_step
     else:  # keep only what the window lets a later query see
         cache, step = RollingKVCache(window, sink_tokens), rolling_step

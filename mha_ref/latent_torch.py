@@ -269,7 +269,7 @@ class MultiHeadLatentAttention(nn.Module):
         scores = (content + position) * self.scale  # 1 / sqrt(d_qk)
         if mask is not None:
             scores = scores.masked_fill(mask, float("-inf"))  # blocked
-        torch_ref._check_scores(scores, mask)  # overflow: name the row
+        checks_torch.scores_no_overflow(scores, mask)  # overflow
         weights = scores.softmax(dim=-1)  # (B, H, Tq, Tk)
         # sum_s a_s (W_UV c_s) = W_UV (sum_s a_s c_s): W_UV comes last
         mixed = weights @ c  # (B, H, Tq, d_c): a mean of latents
@@ -378,7 +378,7 @@ class LatentCache:
         c_kv (B, Tc, d_c), k_rope (B, Tc, d_rope) -> (B, T + Tc, .) each;
         the cache itself is unchanged until the caller stores them.
         """
-        _check_latent_chunk(self, c_kv, k_rope)  # B, sizes, dtype agree
+        checks_cache.latent_chunk(self, c_kv, k_rope)  # B, sizes, dtype agree
         if self.latent is None:
             return c_kv, k_rope  # the first chunk
         latent = torch.cat([self.latent, c_kv], dim=1)  # (B, T + Tc, d_c)
@@ -386,31 +386,6 @@ class LatentCache:
         return latent, rope_key
 
     # --8<-- [end:latent-cache-class]
-
-
-def _check_latent_chunk(cache, c_kv, k_rope):
-    # a chunk (B, Tc, d_c) and (B, Tc, d_rope) that fits the cache
-    for name, x in (("c_kv", c_kv), ("k_rope", k_rope)):
-        if not checks.is_tensor(x) or x.dim() != 3:
-            got = tuple(x.shape) if checks.is_tensor(x) else type(x)
-            raise ValueError(f"{name} must be (B, Tc, d), got {got}")
-    if c_kv.shape[:2] != k_rope.shape[:2]:
-        raise ValueError(
-            f"c_kv {tuple(c_kv.shape)} and k_rope {tuple(k_rope.shape)} "
-            f"must agree in batch and length (B, Tc)"
-        )
-    if cache.latent is None:
-        return
-    for name, new, old in (
-        ("c_kv", c_kv, cache.latent),
-        ("k_rope", k_rope, cache.rope_key),
-    ):
-        n, o = tuple(new.shape), tuple(old.shape)
-        if (n[0], n[2]) != (o[0], o[2]) or new.dtype != old.dtype:
-            raise ValueError(
-                f"{name} {n} ({new.dtype}) does not fit the cached {o} "
-                f"({old.dtype}): batch, size and dtype must match"
-            )
 
 
 # --8<-- [start:latent-cache-step]
@@ -446,10 +421,7 @@ def cached_latent_forward(module, x, chunks, absorbed=False):
     A prefill then single steps is chunks = [T0, 1, 1, ...]. Equals
     module(x, mask=torch_ref.causal_mask(T), absorbed=absorbed)[0].
     """
-    checks.model_input(x.shape, module.d_model)
-    chunks = checks_cache.chunk_lengths(
-        chunks, x.shape[1]
-    )  # a list, sums to T
+    chunks = checks_cache.cached_input(module, x, chunks)  # sums to T
     cache = LatentCache()
     outputs = []
     for n in chunks:

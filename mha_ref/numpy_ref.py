@@ -124,10 +124,9 @@ def attention(
     -inf blocks), then the mask, then sinks (H,): one logit per query
     head in the softmax, with no value (gpt-oss; -inf: none).
     """
-    q, k, v, mask, bias, sinks = checks.scored_attention_arrays(
+    q, k, v, mask, bias, sinks, group = checks.scored_attention_arrays(
         q, k, v, mask, empty_rows, scale, softcap, bias, sinks
-    )
-    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    )  # group: G = H // H_kv query heads per key/value head
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
     d = q.shape[-1]  # the head size d_k, not d_model
@@ -173,8 +172,7 @@ def attention_backward(
     forward made them (with the same score modifiers); a row with no
     key (empty_rows="zero") has A = 0 and passes no gradient on.
     """
-    q, k, v, dout = checks.backward_arrays(q, k, v, dout)  # one float type
-    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    q, k, v, dout, group = checks.backward_arrays(q, k, v, dout)  # G
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
     modifiers = {"scale": scale, "softcap": softcap, "bias": bias}

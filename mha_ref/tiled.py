@@ -260,10 +260,9 @@ def tiled_attention_numpy(
     scale, softcap, bias and sinks as in numpy_ref.attention; the sink
     enters each row's running max and sum once, before the first tile.
     """
-    q, k, v, mask, bias, sinks = checks.scored_attention_arrays(
+    q, k, v, mask, bias, sinks, group = checks.scored_attention_arrays(
         q, k, v, mask, empty_rows, scale, softcap, bias, sinks
-    )  # mask: also where bias is -inf
-    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    )  # mask: also where bias is -inf; G = H // H_kv
     if group > 1:  # query head h reads key/value head h // G
         k = numpy_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
         v = numpy_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
@@ -406,10 +405,9 @@ def tiled_attention_torch(
     scale, softcap, bias and sinks as in torch_ref.attention; the sink
     enters each row's running max and sum once, before the first tile.
     """
-    mask = checks_torch.scored_attention_tensors(
+    mask, group = checks_torch.scored_attention_tensors(
         q, k, v, mask, empty_rows, scale, softcap, bias, sinks
-    )  # also where bias is -inf
-    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    )  # also where bias is -inf; G = H // H_kv
     if group > 1:  # query head h reads key/value head h // G
         k = torch_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
         v = torch_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
@@ -567,8 +565,7 @@ def tiled_attention_backward_numpy(
     The gradients come back in the forward's dtype (at least float32),
     and dsinks (H,) as a fourth value when sinks is given.
     """
-    q, k, v, dout = checks.backward_arrays(q, k, v, dout)  # one float type
-    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    q, k, v, dout, group = checks.backward_arrays(q, k, v, dout)  # G
     if group > 1:  # query head h reads key/value head h // G
         k = numpy_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
         v = numpy_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
@@ -731,11 +728,10 @@ def tiled_attention_backward_torch(
     Low-precision inputs compute in float32, cast once at the end; with
     sinks, dsinks (H,) comes as a fourth value, in sinks' dtype.
     """
-    checks_torch.backward_tensors(q, k, v, dout)  # dout: any float dtype
+    group = checks_torch.backward_tensors(q, k, v, dout)  # G = H // H_kv
     # fp16 and bf16 compute in float32, as the forward; float64 stays
     dtype, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
     q, k, v, dout = q.to(acc), k.to(acc), v.to(acc), dout.to(acc)
-    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # query head h reads key/value head h // G
         k = torch_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
         v = torch_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)

@@ -15,49 +15,6 @@ from torch import nn
 from mha_ref import checks, checks_torch
 
 
-def check_finite(tensor, name):
-    """checks.finite for a tensor on any device and float dtype."""
-    if not torch.isfinite(tensor).all():
-        # .double(): NumPy has no bfloat16
-        checks.finite(tensor.detach().cpu().double().numpy(), name)
-
-
-def _check_scores(scores, mask=None):
-    # finite q and k can still overflow q @ k^T: no silent NaN rows.
-    # scores are float32 or float64 here, which NumPy holds as they are
-    lost = scores.isneginf().all(dim=-1)  # a row of only -inf
-    if mask is not None:  # a row the mask empties is not an overflow
-        lost &= ~mask.all(dim=-1)
-    if (scores.isnan() | scores.isposinf()).any() or lost.any():
-        checks.scores_finite(
-            scores.detach().cpu().numpy(),
-            None if mask is None else mask.cpu().numpy(),
-        )
-
-
-def _check_mask(mask, scores_shape):
-    # the mask expanded to the scores: SDPA needs at least (Tq, Tk)
-    return checks_torch.mask_tensor(mask, scores_shape)
-
-
-def _check_sinks(scores, sinks):
-    # softmax_with_sinks: floating tensors, sinks (H,) for the scores
-    # (..., H, Tq, Tk), and -inf the only infinity (masked, no sink)
-    for name, value in (("scores", scores), ("sinks", sinks)):
-        if not checks.is_tensor(value) or not value.is_floating_point():
-            got = getattr(value, "dtype", type(value).__name__)
-            raise TypeError(f"{name} must be a floating tensor, got {got}")
-        bad = (value.isnan() | value.isposinf()).nonzero()
-        if len(bad):
-            at = tuple(bad[0].tolist())
-            raise ValueError(
-                f"{name} of shape {tuple(value.shape)} holds "
-                f"{value[at].item()} at index {at}; use finite values, "
-                f"or -inf for a masked key (scores) or no sink (sinks)"
-            )
-    checks.sinks_shape(sinks.shape, scores.shape)
-
-
 # --8<-- [start:softmax-with-sinks]
 def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     """Softmax over the keys and one extra logit per head: the sink.
@@ -67,7 +24,7 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     share; a row with every key masked puts all of it on the sink.
     A sink of -inf is no sink.
     """
-    _check_sinks(scores, sinks)  # floating, sinks (H,), no NaN or +inf
+    checks_torch.sinks_tensors(scores, sinks)  # sinks (H,), no NaN, +inf
     sink = sinks.view(-1, 1, 1).expand(*scores.shape[:-1], 1)  # (.., 1)
     both = torch.cat([scores, sink.to(scores.dtype)], dim=-1)  # Tk + 1
     empty = both.isneginf().all(dim=-1, keepdim=True)  # no key, no sink
@@ -138,10 +95,9 @@ def attention(
     -inf blocks), then the mask, then sinks (H,): one logit per query
     head in the softmax, with no value (gpt-oss; -inf: none).
     """
-    mask = checks_torch.scored_attention_tensors(
+    mask, group = checks_torch.scored_attention_tensors(
         q, k, v, mask, empty_rows, scale, softcap, bias, sinks
-    )
-    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
+    )  # group: G = H // H_kv query heads per key/value head
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
     dtype, d = q.dtype, q.shape[-1]  # d: the head size d_k, not d_model
@@ -158,7 +114,7 @@ def attention(
         scores = scores + bias.to(wide)
     if mask is not None:
         scores = scores.masked_fill(mask, float("-inf"))  # before softmax
-    _check_scores(scores, mask)  # q @ k^T can overflow: name the row
+    checks_torch.scores_no_overflow(scores, mask)  # q @ k^T can overflow
     if sinks is not None:  # gpt-oss: one more logit per head, no value
         weights = softmax_with_sinks(scores, sinks.to(wide), empty_rows)
     else:
@@ -194,11 +150,10 @@ def attention_backward(
     k, as the forward made them (with the same score modifiers); a row
     with no key (empty_rows="zero") has A = 0 and passes no gradient on.
     """
-    checks_torch.backward_tensors(q, k, v, dout)  # dout: any float dtype
+    group = checks_torch.backward_tensors(q, k, v, dout)  # G = H // H_kv
     # fp16 and bf16 compute in float32, as the forward; float64 stays
     dtype, wide = q.dtype, torch.promote_types(q.dtype, torch.float32)
     q, k, v, dout = q.to(wide), k.to(wide), v.to(wide), dout.to(wide)
-    group = checks.kv_heads(q.shape, k.shape, v.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
     modifiers = {"scale": scale, "softcap": softcap, "bias": bias}
@@ -594,7 +549,7 @@ def sdpa_forward(module, x, mask=None, context=None, positions=None):
         q, k, v, attn_mask=allowed, dropout_p=0.0, enable_gqa=grouped
     )  # (B, H, Tq, dh)
     # finite q and k can still overflow q @ k^T: no silent NaN rows
-    check_finite(out, "SDPA output")
+    checks_torch.finite_tensor(out, "SDPA output")
     return module.wo(module.merge_heads(out))  # (B, Tq, d_model)
     # --8<-- [end:sdpa-forward]
 
@@ -602,7 +557,7 @@ def sdpa_forward(module, x, mask=None, context=None, positions=None):
 # --8<-- [start:library-version]
 def library_version(module):
     """An nn.MultiheadAttention (batch_first) with the same weights."""
-    _check_library_can_express(module)  # no grouped heads, no RoPE
+    checks_torch.library_can_express(module)  # no grouped heads, no RoPE
     has_bias = module.wq.bias is not None
     weight = module.wq.weight
     library = nn.MultiheadAttention(
@@ -628,16 +583,6 @@ def library_version(module):
     # --8<-- [end:library-version]
 
 
-def _check_library_can_express(module):
-    if module.n_kv_head != module.n_head or module.rope:
-        raise ValueError(
-            f"nn.MultiheadAttention has neither grouped key/value heads "
-            f"nor RoPE, but the module has n_head={module.n_head}, "
-            f"n_kv_head={module.n_kv_head}, rope={module.rope}; compare "
-            f"through sdpa_forward instead"
-        )
-
-
 # --8<-- [start:library-forward]
 def library_forward(library, x, mask=None, context=None):
     """Call nn.MultiheadAttention with our mask convention (True = blocked).
@@ -650,7 +595,7 @@ def library_forward(library, x, mask=None, context=None):
     b, tq, tk = x.shape[0], x.shape[1], context.shape[1]
     h = library.num_heads
     if mask is not None:
-        _check_mask(mask, (b, h, tq, tk))
+        checks_torch.mask_tensor(mask, (b, h, tq, tk))
         mask = mask.expand(b, h, tq, tk).reshape(b * h, tq, tk)
         if b == 0:  # torch cannot split a (0, Tq, Tk) mask into heads
             mask = mask.new_zeros(tq, tk)  # no sequence: nothing to block

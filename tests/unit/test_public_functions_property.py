@@ -1404,8 +1404,10 @@ def cost_size(data, good):
 
 
 def is_size(value):
-    """A Python int >= 1: what the cost model takes (its counts exact)."""
-    return type(value) is int and value >= 1
+    """An int >= 1, Python's or NumPy's (not bool): what the cost model
+    takes, counting in Python ints so that its counts stay exact."""
+    integral = isinstance(value, int | np.integer)
+    return integral and not isinstance(value, bool) and value >= 1
 
 
 def cost_heads(data):
@@ -1448,12 +1450,12 @@ def good_bytes(value):
 
 def flops_case(function):
     """attention_flops, useful_flops, tiled_flops, bytes_moved and
-    arithmetic_intensity, on small sizes or huge NumPy ints."""
+    arithmetic_intensity, on small sizes or huge ints (NumPy's too)."""
 
     def make(data):
         # counts beyond 2**63 (the tiled count walks its tiles: not there)
         huge = data.draw(st.integers(0, 5)) == 0 and function != "tiled_flops"
-        scale = 1  # huge: exact in Python ints, refused as NumPy's
+        scale = 1  # huge: exact, NumPy's ints counted as Python's
         if huge:
             scale = data.draw(st.sampled_from([2**20, np.int64(2**20)]))
         batch = cost_size(data, data.draw(st.integers(1, 3)) * scale)
@@ -2399,16 +2401,15 @@ CASES |= {
 # memory measurement, a deliberately wrong pitfall)
 ELSEWHERE = {
     "checks.attention_arrays": "a guard no mha_ref function calls now",
-    "torch_ref.check_finite": "a guard, through torch_ref.sdpa_forward",
     "kv_cache.KVCache": "kv_cache.cached_forward",
     "kv_cache.cached_step": "kv_cache.cached_forward",
     "kv_cache.RollingKVCache": "kv_cache.cached_forward#window",
     "kv_cache.rolling_step": "kv_cache.cached_forward#window",
     "latent_torch.LatentCache": "latent_torch.cached_latent_forward",
     "latent_torch.cached_latent_step": "latent_torch.cached_latent_forward",
-    "cost.checked": "the guard of every cost function, through them",
+    "checks_cost.checked": "the guard of every cost function, through them",
     "latent_numpy.rms_norm_inputs": "the guard of rms_norm and RMSNorm",
-    "cost.NotAnIntegerError": "an exception class, raised by cost.checked",
+    "checks_cost.NotAnIntegerError": "an exception class, raised by checked",
     "induction.AttentionOnly": "trains or runs a model: test_induction.py",
     "induction.Segments": "a NamedTuple of induction.repeated_segments",
     "induction.repeated_segments": "induction.corrupt, head_scores",
