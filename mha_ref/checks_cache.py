@@ -62,7 +62,7 @@ def cached_input(module, x, chunks, window=None, sink_tokens=0):
     float_tensors(x=x)
     model_input(x.shape, module.d_model)
     chunks = chunk_lengths(chunks, x.shape[1])
-    latent = hasattr(module, "kv_b_proj")  # MultiHeadLatentAttention
+    latent = hasattr(module, "cached_forward")  # its own cache: MLA
     if latent and (window is not None or sink_tokens):
         raise ValueError(
             f"window={window!r}, sink_tokens={sink_tokens!r}: latent "

@@ -7,8 +7,6 @@ with a real cache, keys stored already rotated at absolute positions;
 a step that raises leaves the cache exactly as it was.
 """
 
-import importlib
-
 import torch
 import torch.nn.functional as F
 
@@ -241,9 +239,8 @@ def cached_forward(module, x, chunks, window=None, sink_tokens=0):
     with its latent cache (latent_torch.cached_latent_forward).
     """
     chunks = checks_cache.cached_input(module, x, chunks, window, sink_tokens)
-    if hasattr(module, "kv_b_proj"):  # latent attention: its own cache
-        latent = importlib.import_module("mha_ref.latent_torch")
-        return latent.cached_latent_forward(module, x, chunks)
+    if hasattr(module, "cached_forward"):  # latent attention: own cache
+        return module.cached_forward(x, chunks)
     if window is None:
         cache, step = KVCache(), cached_step
     else:  # keep only what the window lets a later query see

@@ -11,123 +11,7 @@ mirrors live here (no torch needed), so they refuse the same inputs.
 
 import numpy as np
 
-from mha_ref import checks, numpy_ref
-
-SHAPE_NAMES = (
-    "kv_lora_rank",
-    "qk_nope_head_dim",
-    "qk_rope_head_dim",
-    "v_head_dim",
-)
-
-
-def latent_shapes(
-    d_model,
-    n_head,
-    kv_lora_rank,
-    qk_nope_head_dim,
-    qk_rope_head_dim,
-    v_head_dim,
-    q_lora_rank,
-    rope_base,
-    rope_interleave,
-):
-    """The guards of MultiHeadLatentAttention's constructor, both mirrors.
-
-    Every size an int >= 1 (q_lora_rank may be None: no query
-    bottleneck), qk_rope_head_dim even (RoPE turns pairs), rope_base a
-    finite number > 0, rope_interleave a bool.
-    """
-    sizes = {
-        "d_model": d_model,
-        "n_head": n_head,
-        "kv_lora_rank": kv_lora_rank,
-        "qk_nope_head_dim": qk_nope_head_dim,
-        "qk_rope_head_dim": qk_rope_head_dim,
-        "v_head_dim": v_head_dim,
-    }
-    if q_lora_rank is not None:
-        sizes["q_lora_rank"] = q_lora_rank
-    for name, value in sizes.items():
-        checks.positive_integer(value, name)
-    if qk_rope_head_dim % 2:
-        raise ValueError(
-            f"qk_rope_head_dim={qk_rope_head_dim} must be even: RoPE "
-            f"turns pairs of features (DeepSeek-V3 uses 64)"
-        )
-    checks.rope_base(rope_base)
-    if not isinstance(rope_interleave, bool | np.bool_):
-        raise TypeError(
-            f"rope_interleave must be True or False (the checkpoint's "
-            f"rotary rows in adjacent pairs, or in halves), got "
-            f"{rope_interleave!r}"
-        )
-
-
-def state_dict_shapes(expected, given, strict=True, where="module"):
-    """Refuse a state_dict whose names or shapes do not fit the module.
-
-    ``expected`` and ``given``: {name: shape}. A wrong shape names the
-    parameter and both shapes; with ``strict``, a missing or extra name
-    is refused too, with the hint when it is the query bottleneck.
-    """
-    for name, shape in expected.items():
-        if name in given and tuple(given[name]) != tuple(shape):
-            raise ValueError(
-                f"state_dict[{name!r}] has shape {tuple(given[name])}, "
-                f"but the {where} expects {tuple(shape)} for {name}"
-            )
-    if not strict:
-        return
-    missing = [n for n in expected if n not in given]
-    extra = [n for n in given if n not in expected]
-    if missing or extra:
-        lora = any(n.startswith("q_a_proj") for n in (*missing, *extra))
-        hint = (
-            " (q_proj is used when q_lora_rank is None, q_a_proj, "
-            "q_a_layernorm and q_b_proj when it is set)"
-            if lora
-            else ""
-        )
-        raise ValueError(
-            f"state_dict does not fit the {where}: missing {missing}, "
-            f"unexpected {extra}{hint}"
-        )
-
-
-def rms_norm_inputs(weight_shape, eps, x_shape=None):
-    """The guards of rms_norm and latent_torch.RMSNorm, both mirrors.
-
-    A gain of shape (d,), d >= 1; eps a positive finite number (it
-    keeps a row of zeros from 0 / 0); x (..., d) when given.
-    """
-    shape = tuple(weight_shape)
-    if len(shape) != 1 or shape[0] < 1:
-        raise ValueError(f"weight must be (d,) with d >= 1, got {shape}")
-    value = checks.real_number(eps, "eps")
-    if not (np.isfinite(value) and value > 0):
-        raise ValueError(f"eps must be positive and finite, got {eps}")
-    if x_shape is not None and tuple(x_shape)[-1:] != shape:
-        raise ValueError(
-            f"x of shape {tuple(x_shape)} must end in the d = {shape[0]} "
-            f"features of weight {shape}"
-        )
-
-
-def _forward_arrays(module, x, mask, positions, absorbed):
-    # the guards of __call__: x, mask (B, H, T, T), positions (T,)
-    if not isinstance(absorbed, bool):  # as latent_torch: True or False
-        raise TypeError(f"absorbed must be True or False, got {absorbed!r}")
-    x, _ = checks.model_arrays(x, None, module.d_model)
-    b, t, _ = x.shape
-    if positions is None:
-        positions = np.arange(t)  # (T,): 0 .. T - 1
-    checks.not_a_tensor(positions, "positions", "latent_torch")
-    positions = np.asarray(positions)
-    checks.rope_positions(positions, t)  # (T,), real, finite
-    if mask is not None:
-        mask = checks.mask_array(mask, (b, module.n_head, t, t))
-    return x, mask, positions
+from mha_ref import checks, checks_latent, numpy_ref
 
 
 # --8<-- [start:rms-norm]
@@ -138,7 +22,7 @@ def rms_norm(x, weight, eps=1e-6):
     feature, no bias, no mean subtracted.
     """
     x, weight = checks.float_arrays(x=x, weight=weight)  # finite floats
-    rms_norm_inputs(weight.shape, eps, x.shape)  # weight (d,), eps > 0
+    checks_latent.rms_norm_inputs(weight.shape, eps, x.shape)  # eps > 0
     # rms = sqrt(mean(x^2) + eps), one per row
     rms = np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps)
     return x / rms * weight  # (..., d)
@@ -166,7 +50,7 @@ class MultiHeadLatentAttention:
         rope_interleave=True,
         seed=0,
     ):
-        latent_shapes(
+        checks_latent.latent_shapes(
             d_model,
             n_head,
             kv_lora_rank,
@@ -235,7 +119,9 @@ class MultiHeadLatentAttention:
         a wrong name or shape is refused, naming the parameter.
         """
         given = {n: np.shape(w) for n, w in state_dict.items()}
-        state_dict_shapes(self.weight_shapes(), given, where=type(self))
+        checks_latent.state_dict_shapes(
+            self.weight_shapes(), given, where=type(self)
+        )
         for name, weight in state_dict.items():
             checks.not_a_tensor(weight, name, "its .numpy()")
             (weight,) = checks.float_arrays(**{name: weight})
@@ -352,7 +238,7 @@ class MultiHeadLatentAttention:
         mask: True = blocked, broadcast to (B, H, T, T); positions (T,)
         for RoPE (default 0 .. T - 1); absorbed picks the form.
         """
-        x, mask, positions = _forward_arrays(
+        x, mask, positions = checks_latent.forward_arrays(
             self, x, mask, positions, absorbed
         )  # the guards
         q_nope, q_rope = self.queries(x, positions)  # (B, H, T, .)

@@ -19,12 +19,11 @@ from torch import nn
 from mha_ref import (
     checks,
     checks_cache,
+    checks_latent,
     checks_torch,
     kv_cache,
-    latent_numpy,
     torch_ref,
 )
-from mha_ref.latent_numpy import latent_shapes, state_dict_shapes
 
 # DeepSeek-V3's published attention shapes (its config.json on the
 # Hugging Face Hub, deepseek-ai/DeepSeek-V3, and the defaults of
@@ -52,13 +51,13 @@ class RMSNorm(nn.Module):
     def __init__(self, d, eps=1e-6, device=None, dtype=None):
         super().__init__()
         checks.positive_integer(d, "d")
-        latent_numpy.rms_norm_inputs((d,), eps)  # eps > 0, finite
+        checks_latent.rms_norm_inputs((d,), eps)  # eps > 0, finite
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
 
     def forward(self, x):
         checks_torch.float_tensors(x=x)  # floating, finite
-        latent_numpy.rms_norm_inputs(self.weight.shape, self.eps, x.shape)
+        checks_latent.rms_norm_inputs(self.weight.shape, self.eps, x.shape)
         wide = x.to(torch.promote_types(x.dtype, torch.float32))
         # rms = sqrt(mean(x^2) + eps), one per row
         rms = (wide.pow(2).mean(dim=-1, keepdim=True) + self.eps).sqrt()
@@ -95,7 +94,7 @@ class MultiHeadLatentAttention(nn.Module):
         dtype=None,
     ):
         super().__init__()
-        latent_shapes(
+        checks_latent.latent_shapes(
             d_model,
             n_head,
             kv_lora_rank,
@@ -142,7 +141,9 @@ class MultiHeadLatentAttention(nn.Module):
         ``strict``, a missing or unexpected name is a ValueError too.
         """
         given = {n: tuple(t.shape) for n, t in state_dict.items()}
-        state_dict_shapes(self._shapes(), given, strict, self._config())
+        checks_latent.state_dict_shapes(
+            self._shapes(), given, strict, self._config()
+        )
         return super().load_state_dict(state_dict, strict, assign)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
@@ -153,7 +154,9 @@ class MultiHeadLatentAttention(nn.Module):
             for n, t in state_dict.items()
             if n.startswith(prefix)
         }
-        state_dict_shapes(self._shapes(), given, False, self._config())
+        checks_latent.state_dict_shapes(
+            self._shapes(), given, False, self._config()
+        )
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _shapes(self):
@@ -161,7 +164,7 @@ class MultiHeadLatentAttention(nn.Module):
         return {n: tuple(p.shape) for n, p in self.named_parameters()}
 
     def _config(self):
-        names = ("d_model", "n_head", *latent_numpy.SHAPE_NAMES)
+        names = ("d_model", "n_head", *checks_latent.SHAPE_NAMES)
         shown = ", ".join(f"{n}={getattr(self, n)}" for n in names)
         return f"module ({shown}, q_lora_rank={self.q_lora_rank})"
 
@@ -290,7 +293,7 @@ class MultiHeadLatentAttention(nn.Module):
         mask: True = blocked, broadcast to (B, H, T, T); positions (T,)
         for RoPE (default 0 .. T - 1); absorbed picks the form.
         """
-        mask, positions = _forward_tensors(
+        mask, positions = checks_latent.forward_tensors(
             self, x, mask, positions, absorbed
         )  # the guards
         q_nope, q_rope = self.queries(x, positions)  # (B, H, T, .)
@@ -299,6 +302,11 @@ class MultiHeadLatentAttention(nn.Module):
         out, weights = attend(q_nope, q_rope, c_kv, k_rope, mask)
         return self.output(out), weights  # (B, T, d_model)
         # --8<-- [end:mla-forward]
+
+    def cached_forward(self, x, chunks, absorbed=False):
+        """Decoding with the latent cache: cached_latent_forward, which
+        kv_cache.cached_forward hands this module to."""
+        return cached_latent_forward(self, x, chunks, absorbed)
 
 
 # --8<-- [start:rope-blocks-absorption]
@@ -310,7 +318,7 @@ def rope_on_the_content_keys(module, x, positions):
     two tries at folding W_UK into the query: the cached latent as it
     is, or the latent turned instead of the key. d_nope, d_c even.
     """
-    _forward_tensors(module, x, None, positions, False)  # the guards
+    checks_latent.forward_tensors(module, x, None, positions, False)
     q_nope, _ = module.queries(x, positions)  # (B, H, T, d_nope)
     c_kv, _ = module.latents(x, positions)  # (B, T, d_c)
     w_uk, _ = module.up_projections()  # (H, d_nope, d_c)
@@ -330,24 +338,6 @@ def rope_on_the_content_keys(module, x, positions):
 def _weight(module):
     # the module's dtype and device, from a weight every module has
     return module.kv_a_proj_with_mqa.weight
-
-
-def _forward_tensors(module, x, mask, positions, absorbed):
-    # the guards of forward: x, mask (B, H, T, T), positions (T,)
-    if not isinstance(absorbed, bool):
-        raise TypeError(f"absorbed must be True or False, got {absorbed!r}")
-    checks_torch.model_tensors(x, None, module.d_model, _weight(module))
-    b, t, _ = x.shape
-    if positions is None:
-        positions = torch.arange(t, device=x.device)  # (T,): 0 .. T - 1
-    if not checks.is_tensor(positions):
-        positions = checks.array_of(positions, "positions", torch.as_tensor)
-    checks.rope_positions(positions, t)  # (T,), real, finite
-    if mask is not None:
-        mask = checks_torch.mask_tensor(
-            mask, (b, module.n_head, t, t), x.device
-        )
-    return mask, positions.to(x.device)
 
 
 # --8<-- [start:latent-cache-class]
@@ -398,7 +388,7 @@ def cached_latent_step(module, cache, x, absorbed=False):
     """
     start = cache.length  # absolute position of the chunk's first row
     positions = torch.arange(start, start + x.shape[1], device=x.device)
-    _forward_tensors(module, x, None, positions, absorbed)  # the guards
+    checks_latent.forward_tensors(module, x, None, positions, absorbed)
     q_nope, q_rope = module.queries(x, positions)  # (B, H, Tc, .)
     c_kv, k_rope = module.latents(x, positions)  # (B, Tc, .): to keep
     latent, rope_key = cache.extended(c_kv, k_rope)  # (B, T, .)
@@ -449,7 +439,7 @@ def cache_bytes_per_token(cache):
 
 def _shapes(module_or_shapes):
     # a module's constructor shapes, or a dict of them (DEEPSEEK_V3)
-    names = ("d_model", "n_head", *latent_numpy.SHAPE_NAMES)
+    names = ("d_model", "n_head", *checks_latent.SHAPE_NAMES)
     if isinstance(module_or_shapes, MultiHeadLatentAttention):
         m = module_or_shapes
         return {n: getattr(m, n) for n in (*names, "q_lora_rank")}
@@ -460,7 +450,7 @@ def _shapes(module_or_shapes):
             f"{type(module_or_shapes).__name__}"
         )
     shapes = {"q_lora_rank": None, **module_or_shapes}
-    latent_shapes(
+    checks_latent.latent_shapes(
         **{n: shapes.get(n) for n in (*names, "q_lora_rank")},
         rope_base=10000.0,
         rope_interleave=True,

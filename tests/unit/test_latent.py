@@ -11,7 +11,14 @@ import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from mha_ref import kv_cache, latent_numpy, latent_torch, numpy_ref, torch_ref
+from mha_ref import (
+    checks_latent,
+    kv_cache,
+    latent_numpy,
+    latent_torch,
+    numpy_ref,
+    torch_ref,
+)
 from mha_ref.tolerances import atol
 
 TOL = {"atol": atol(torch.float64), "rtol": 0}
@@ -183,6 +190,43 @@ def test_latent_cache_equals_full_causal_pass(chunks, absorbed):
     torch.testing.assert_close(cached, full, **TOL)
 
 
+@pytest.mark.parametrize("chunks", [[7], [3, 1, 1, 2], [1] * 7])
+def test_kv_cache_cached_forward_takes_latent_attention(chunks):
+    # the KV cache's own loop hands a latent module to its latent cache
+    module = random_mla(q_lora_rank=7)
+    x = random_x()
+    full, _ = module(x, mask=torch_ref.causal_mask(7))
+    cached = kv_cache.cached_forward(module, x, chunks)
+    torch.testing.assert_close(cached, full, **TOL)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (
+            lambda m, x: kv_cache.cached_forward(m, x, [7], window=3),
+            ValueError,
+            "window=3",
+        ),
+        (
+            lambda m, x: kv_cache.cached_forward(m, x.tolist(), [7]),
+            TypeError,
+            "x must be a torch.Tensor",
+        ),
+        (
+            lambda m, x: latent_torch.cached_latent_forward(m, "x", [7]),
+            TypeError,
+            "x must be a torch.Tensor",
+        ),
+    ],
+)
+def test_cached_latent_paths_refuse_a_window_and_a_non_tensor(
+    call, error, match
+):
+    with pytest.raises(error, match=match):
+        call(random_mla(), random_x())
+
+
 def test_latent_cache_stores_the_latent_and_shared_key_only():
     module = random_mla()
     x = random_x()
@@ -294,7 +338,7 @@ def test_decode_step_flops_absorbed_saves_the_expansion():
     ],
 )
 def test_mla_refuses_bad_shapes(framework, change, error):
-    names = ("d_model", "n_head", *latent_numpy.SHAPE_NAMES)
+    names = ("d_model", "n_head", *checks_latent.SHAPE_NAMES)
     kwargs = {**dict(zip(names, SHAPES, strict=True)), **change}
     cls = {
         "torch": latent_torch.MultiHeadLatentAttention,
