@@ -9,6 +9,7 @@ import numpy as np
 
 from mha_ref.checks import (
     positions,
+    qkv_shapes,
     rule_int,
 )
 
@@ -55,3 +56,29 @@ def tile_count(rule, query_shape, key_shape, block_q, block_k):
     positions(query_shape, key_shape)
     for name, value in (("block_q", block_q), ("block_k", block_k)):
         rule_int(value, name, 1)
+
+
+def inputs(q_shape, k_shape, v_shape, block_q, block_k):
+    """A tiled pass's shapes and block sizes; returns (lead, Tq, Tk, dv)."""
+    lead = qkv_shapes(q_shape, k_shape, v_shape)
+    for name, value in (("block_q", block_q), ("block_k", block_k)):
+        rule_int(value, name, 1)
+    tq, tk = q_shape[-2], k_shape[-2]
+    if tq < 1 or tk < 1:
+        raise ValueError(
+            f"need at least one query and one key, got Tq={tq}, Tk={tk}"
+        )
+    return tuple(lead), tq, tk, v_shape[-1]
+
+
+def tile_positions(q_pos, k_pos, tq, tk):
+    """One position per query and per key, as 1-D sequences."""
+    for name, pos, t in (
+        ("query_positions", q_pos, tq),
+        ("key_positions", k_pos, tk),
+    ):
+        if tuple(pos.shape) != (t,):
+            raise ValueError(
+                f"{name} must have shape ({t},), one per row, "
+                f"got {tuple(pos.shape)}"
+            )

@@ -19,34 +19,6 @@ from mha_ref import checks, checks_tiles, checks_torch, numpy_ref, torch_ref
 BLOCK = 64  # default block_q and block_k
 
 
-def check_inputs(q_shape, k_shape, v_shape, block_q, block_k):
-    """Check shapes and block sizes; return (lead, Tq, Tk, dv)."""
-    lead = checks.qkv_shapes(q_shape, k_shape, v_shape)
-    for name, value in (("block_q", block_q), ("block_k", block_k)):
-        checks.integer(value, name)
-        if value < 1:
-            raise ValueError(f"{name} must be at least 1, got {value}")
-    tq, tk = q_shape[-2], k_shape[-2]
-    if tq < 1 or tk < 1:
-        raise ValueError(
-            f"need at least one query and one key, got Tq={tq}, Tk={tk}"
-        )
-    return tuple(lead), tq, tk, v_shape[-1]
-
-
-def check_positions(q_pos, k_pos, tq, tk):
-    """One position per query and per key, as 1-D sequences."""
-    for name, pos, t in (
-        ("query_positions", q_pos, tq),
-        ("key_positions", k_pos, tk),
-    ):
-        if tuple(pos.shape) != (t,):
-            raise ValueError(
-                f"{name} must have shape ({t},), one per row, "
-                f"got {tuple(pos.shape)}"
-            )
-
-
 def positions(causal, query_positions, key_positions, tq, tk, as_array):
     """Query and key positions for the causal mask or a mask_rule.
 
@@ -71,7 +43,7 @@ def positions(causal, query_positions, key_positions, tq, tk, as_array):
     if query_positions is None:  # the last Tq of the given key positions
         query_positions = _last_positions(k_pos, tq, tk)
     q_pos = checks.position_array(query_positions, "query_positions", as_array)
-    check_positions(q_pos, k_pos, tq, tk)
+    checks_tiles.tile_positions(q_pos, k_pos, tq, tk)
     return q_pos, k_pos
 
 
@@ -266,7 +238,7 @@ def tiled_attention_numpy(
     if group > 1:  # query head h reads key/value head h // G
         k = numpy_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
         v = numpy_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
-    lead, tq, tk, dv = check_inputs(
+    lead, tq, tk, dv = checks_tiles.inputs(
         q.shape, k.shape, v.shape, block_q, block_k
     )
     rule = position_rule(mask_rule, causal, lead, numpy_ref)  # or None
@@ -411,7 +383,7 @@ def tiled_attention_torch(
     if group > 1:  # query head h reads key/value head h // G
         k = torch_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
         v = torch_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
-    lead, tq, tk, dv = check_inputs(
+    lead, tq, tk, dv = checks_tiles.inputs(
         q.shape, k.shape, v.shape, block_q, block_k
     )
     rule = position_rule(mask_rule, causal, lead, torch_ref)  # or None

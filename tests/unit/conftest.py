@@ -2,14 +2,18 @@
 
 Every random draw comes from a fixed seed so a failure reproduces.
 Biases are filled with random values: nn.Linear's small init, or zero
-biases, would hide a bias applied in the wrong place.
+biases, would hide a bias applied in the wrong place. The attention
+passes (plain and tiled, forward and backward, both mirrors) come as
+fixtures taking NumPy inputs, with SDPA and autograd in float64 as the
+reference and inputs whose query rows have no allowed key.
 """
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
-from mha_ref import torch_ref
+from mha_ref import numpy_ref, tiled, torch_ref
 
 SEED = 20240601
 
@@ -76,3 +80,172 @@ def make_tensor():
 def make_mask():
     """Factory: make_mask(shape, p_blocked=..., seed=...) -> bool tensor."""
     return random_mask
+
+
+# Every attention pass, forward and backward, on NumPy inputs
+
+TILES = {"block_q": 2, "block_k": 3}  # ragged last blocks
+
+
+def as_tensor(array):
+    """A NumPy array (or None) as a torch tensor, sharing its memory."""
+    if array is None:
+        return None
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
+def forward_numpy_ref(q, k, v, mask=None, **kw):
+    return numpy_ref.attention(q, k, v, mask, **kw)[0]
+
+
+def forward_torch_ref(q, k, v, mask=None, **kw):
+    q, k, v, mask = (as_tensor(a) for a in (q, k, v, mask))
+    return torch_ref.attention(q, k, v, mask, **kw)[0]
+
+
+def forward_tiled_numpy(q, k, v, mask=None, **kw):
+    return tiled.tiled_attention_numpy(q, k, v, mask, **TILES, **kw)
+
+
+def forward_tiled_torch(q, k, v, mask=None, **kw):
+    q, k, v, mask = (as_tensor(a) for a in (q, k, v, mask))
+    return tiled.tiled_attention_torch(q, k, v, mask, **TILES, **kw)
+
+
+def backward_numpy_ref(q, k, v, dout, mask=None, **kw):
+    return numpy_ref.attention_backward(q, k, v, dout, mask, **kw)
+
+
+def backward_torch_ref(q, k, v, dout, mask=None, **kw):
+    arrays = (as_tensor(a) for a in (q, k, v, dout, mask))
+    return torch_ref.attention_backward(*arrays, **kw)
+
+
+def backward_tiled_numpy(q, k, v, dout, mask=None, **kw):
+    return tiled.tiled_attention_backward_numpy(
+        q, k, v, dout, mask, **TILES, **kw
+    )
+
+
+def backward_tiled_torch(q, k, v, dout, mask=None, **kw):
+    arrays = (as_tensor(a) for a in (q, k, v, dout, mask))
+    return tiled.tiled_attention_backward_torch(*arrays, **TILES, **kw)
+
+
+FORWARDS = {
+    "numpy_ref": forward_numpy_ref,
+    "torch_ref": forward_torch_ref,
+    "tiled_numpy": forward_tiled_numpy,
+    "tiled_torch": forward_tiled_torch,
+}
+BACKWARDS = {
+    "numpy_ref": backward_numpy_ref,
+    "torch_ref": backward_torch_ref,
+    "tiled_numpy": backward_tiled_numpy,
+    "tiled_torch": backward_tiled_torch,
+}
+
+
+@pytest.fixture(params=list(FORWARDS))
+def forward_pass(request):
+    """Each attention forward as (q, k, v, mask=None, **kw) -> out."""
+    return FORWARDS[request.param]
+
+
+@pytest.fixture(params=list(BACKWARDS))
+def backward_pass(request):
+    """Each backward as (q, k, v, dout, mask=None, **kw) -> (dq, dk, dv)."""
+    return BACKWARDS[request.param]
+
+
+def sdpa_and_autograd(q, k, v, dout, mask=None):
+    """Output and dq, dk, dv by SDPA and autograd, in float64.
+
+    mask: NumPy bool, True = blocked (None: no mask). SDPA's boolean
+    mask means True = allowed, and a row with none allowed gives 0.
+    """
+    q, k, v = (
+        as_tensor(np.asarray(a, np.float64)).requires_grad_()
+        for a in (q, k, v)
+    )
+    allowed = None if mask is None else ~as_tensor(np.asarray(mask))
+    out = F.scaled_dot_product_attention(
+        q, k, v, attn_mask=allowed, enable_gqa=k.shape[-3] != q.shape[-3]
+    )
+    out.backward(as_tensor(np.asarray(dout, np.float64)))
+    grads = [x.grad.numpy() for x in (q, k, v)]
+    return out.detach().numpy(), grads
+
+
+@pytest.fixture
+def sdpa_reference():
+    """Factory: sdpa_reference(q, k, v, dout, mask=None) -> out, grads."""
+    return sdpa_and_autograd
+
+
+# NumPy inputs (B, H) = (2, 3), d = 4, dv = 5, some with empty rows
+
+
+def draw(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def small_inputs(tq=4, tk=5, seed=0):
+    q, k = draw((2, 3, tq, 4), seed), draw((2, 3, tk, 4), seed + 1)
+    v, dout = draw((2, 3, tk, 5), seed + 2), draw((2, 3, tq, 5), seed + 3)
+    return q, k, v, dout
+
+
+def masked_row_inputs():
+    """Query row 2 of 4 has every key blocked; the others keep some."""
+    q, k, v, dout = small_inputs(tq=4, tk=5, seed=7)
+    mask = np.random.default_rng(8).random((2, 3, 4, 5)) < 0.4
+    mask[..., 4] = False  # every row keeps its last key ...
+    mask[:, :, 2, :] = True  # ... but row 2, which keeps none
+    return q, k, v, dout, mask
+
+
+def bottom_right_inputs():
+    """Tq = 6 > Tk = 4, causal aligned bottom-right: rows 0, 1 see none."""
+    q, k, v, dout = small_inputs(tq=6, tk=4, seed=9)
+    return q, k, v, dout, numpy_ref.causal_mask(6, 4, align="bottom_right")
+
+
+def left_padded_inputs():
+    """A left-padded batch with a causal mask: padding rows see no key."""
+    q, k, v, dout = small_inputs(tq=5, tk=5, seed=11)
+    padding = np.array([[False] * 5, [True, True, False, False, False]])
+    mask = numpy_ref.key_padding_mask(padding) | numpy_ref.causal_mask(5)
+    return q, k, v, dout, mask  # (B, 1, 5, 5)
+
+
+EMPTY_ROWS_CASES = {
+    "masked-row": masked_row_inputs,
+    "bottom-right": bottom_right_inputs,
+    "left-padded": left_padded_inputs,
+}
+
+
+@pytest.fixture
+def qkv_dout():
+    """q, k, v, dout of shapes (2, 3, 4, 4), (2, 3, 5, 4), (2, 3, 5, 5)
+    and (2, 3, 4, 5), fresh for each test."""
+    return small_inputs()
+
+
+@pytest.fixture
+def masked_row_case():
+    """q, k, v, dout, mask: query row 2 of 4 has every key blocked."""
+    return masked_row_inputs()
+
+
+@pytest.fixture
+def bottom_right_case():
+    """q, k, v, dout, mask: Tq = 6 > Tk = 4, causal aligned bottom-right."""
+    return bottom_right_inputs()
+
+
+@pytest.fixture(params=list(EMPTY_ROWS_CASES))
+def empty_rows_case(request):
+    """q, k, v, dout, mask with some query rows that see no key."""
+    return EMPTY_ROWS_CASES[request.param]()

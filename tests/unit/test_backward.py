@@ -8,9 +8,14 @@ padding), cross-attention, biases, grouped heads, RoPE and block sizes
 that leave a ragged last block. gradcheck checks the torch versions
 against finite differences; the tiled backward's memory grows with T,
 not T squared (tracemalloc and torch's profiler, as for the forward).
+The backwards also compute float16 and bfloat16 in float32, return the
+forward's dtype, take what their forwards take (lists, a dout of
+another float dtype) and match SDPA for empty_rows="zero".
 """
 
 import math
+import warnings
+from functools import partial
 
 import numpy as np
 import pytest
@@ -20,6 +25,7 @@ from hypothesis import strategies as st
 
 from mha_ref import numpy_ref, tiled, torch_ref
 from mha_ref.memory import peak_bytes_numpy, peak_bytes_torch_cpu
+from mha_ref.tolerances import atol
 
 ATOL = 1e-10  # float64 against autograd: ~1e-15 in practice
 B, H = 2, 3  # batch and heads of the attention tests
@@ -77,11 +83,15 @@ def autograd_attention(q, k, v, dout, mask=None):
     return [x.grad.numpy() for x in (q, k, v)]
 
 
-def assert_grads_close(got, expected):
+def as_numpy(x):
+    return x.detach().double().numpy() if isinstance(x, torch.Tensor) else x
+
+
+def assert_grads_close(got, expected, tol=ATOL):
     for name, g, e in zip(("dq", "dk", "dv"), got, expected, strict=True):
-        g = g.detach().numpy() if isinstance(g, torch.Tensor) else g
+        g = as_numpy(g)
         assert g.shape == e.shape, (name, g.shape, e.shape)
-        np.testing.assert_allclose(g, e, rtol=0, atol=ATOL, err_msg=name)
+        np.testing.assert_allclose(g, e, rtol=0, atol=tol, err_msg=name)
 
 
 # numpy_ref.attention_backward and its torch mirror
@@ -636,6 +646,214 @@ def test_mha_backward_of_an_empty_batch_is_empty():
         np.testing.assert_array_equal(
             grads[name], np.zeros_like(getattr(layer, name))
         )
+
+
+# Low precision computes in float32; the output has the forward's dtype
+
+TILES = {"block_q": 2, "block_k": 3}  # ragged last blocks
+LOW_PRECISION_BACKWARDS = {
+    "numpy_ref": numpy_ref.attention_backward,
+    "tiled_numpy": partial(tiled.tiled_attention_backward_numpy, **TILES),
+    "torch_ref": torch_ref.attention_backward,
+    "tiled_torch": partial(tiled.tiled_attention_backward_torch, **TILES),
+}
+
+
+def constant_40():
+    """q = k = 0, v = dO = 40 over 64 features: dO V^T = 102,400."""
+    zeros = np.zeros((1, 1, 3, 64))
+    forty = np.full((1, 1, 3, 64), 40.0)
+    return zeros, zeros, forty, forty
+
+
+def random_60():
+    """Random inputs at scale 60, d = 64: |dO V^T| beyond 65,504."""
+    return tuple(draw((1, 2, 6, 64), seed) * 60.0 for seed in range(4))
+
+
+def _dtype_name(dtype):
+    return (
+        str(dtype).removeprefix("torch.")
+        if isinstance(dtype, torch.dtype)
+        else np.dtype(dtype).name
+    )
+
+
+LOW_PRECISION = [
+    ("numpy_ref", np.float16),
+    ("tiled_numpy", np.float16),
+    ("torch_ref", torch.float16),
+    ("torch_ref", torch.bfloat16),
+    ("tiled_torch", torch.float16),
+    ("tiled_torch", torch.bfloat16),
+]
+
+
+@pytest.mark.parametrize("inputs", [constant_40, random_60])
+@pytest.mark.parametrize(
+    ("name", "dtype"),
+    LOW_PRECISION,
+    ids=lambda case: case if isinstance(case, str) else _dtype_name(case),
+)
+def test_backward_low_precision_computes_in_float32(
+    name, dtype, inputs, sdpa_reference
+):
+    arrays = inputs()
+    fn = LOW_PRECISION_BACKWARDS[name]
+    if isinstance(dtype, torch.dtype):  # bfloat16: no NumPy twin
+        low = [torch.from_numpy(a).to(dtype) for a in arrays]
+        grads = fn(*low)
+        rounded = [x.double().numpy() for x in low]
+        expected_dtype = dtype  # the forward's output dtype
+    else:
+        rounded = [a.astype(dtype) for a in arrays]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # no overflow warning either
+            grads = fn(*rounded)
+        expected_dtype = np.float32  # numpy_ref computes fp16 in float32
+    _, expected = sdpa_reference(*rounded)
+    scale = max(np.abs(e).max() for e in expected)  # |dv| ~ 40 or ~ 240
+    for g in grads:
+        assert g.dtype == expected_dtype
+        assert np.isfinite(as_numpy(g)).all()
+    # rounding the outputs (bf16: 2**-8 relative) and float32 sums
+    tol = (1e-2 if dtype == torch.bfloat16 else 2e-3) * scale
+    assert_grads_close(grads, expected, tol=tol)
+
+
+@pytest.mark.parametrize(
+    ("q_dtype", "grad_dtype"),
+    [
+        (np.int8, np.float32),
+        (np.int64, np.float64),
+        (np.bool_, np.float32),
+        (np.float16, np.float32),
+    ],
+    ids=["int8", "int64", "bool", "float16"],
+)
+def test_tiled_backward_numpy_returns_the_forward_dtype(
+    q_dtype, grad_dtype, sdpa_reference
+):
+    # integer inputs compute in float: the true dk is far from zero
+    q = np.array([[[1, 2], [0, 1]]])  # (1, Tq=2, d=2)
+    k = np.array([[[0, 1], [1, 0], [2, 2]]])  # (1, Tk=3, d=2)
+    v = np.array([[[1, 0], [0, 3], [2, 1]]])
+    dout = np.array([[[1, -1], [2, 0]]])
+    q, k, v, dout = (a.astype(q_dtype) for a in (q, k, v, dout))
+    out = tiled.tiled_attention_numpy(q, k, v)
+    got = tiled.tiled_attention_backward_numpy(q, k, v, dout, block_k=2)
+    plain = numpy_ref.attention_backward(q, k, v, dout)
+    _, expected = sdpa_reference(q, k, v, dout)
+    assert out.dtype == grad_dtype
+    for g, p in zip(got, plain, strict=True):
+        assert g.dtype == p.dtype == grad_dtype
+    assert np.abs(expected[1]).max() > 0.1  # not a case where 0 is right
+    assert_grads_close(got, expected, tol=atol("float32"))
+    assert_grads_close(plain, expected, tol=atol("float32"))
+
+
+# The backward functions take what their forwards take
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        numpy_ref.attention_backward,
+        partial(tiled.tiled_attention_backward_numpy, block_q=2, block_k=2),
+    ],
+    ids=["numpy_ref", "tiled_numpy"],
+)
+def test_numpy_backward_takes_lists_as_the_forward_does(
+    fn, qkv_dout, sdpa_reference
+):
+    q, k, v, dout = qkv_dout
+    mask = numpy_ref.causal_mask(4, 5, align="bottom_right")
+    expected = fn(q, k, v, dout, mask)
+    got = fn(q.tolist(), k.tolist(), v.tolist(), dout.tolist(), mask.tolist())
+    assert_grads_close(got, expected, tol=0)
+    _, reference = sdpa_reference(q, k, v, dout, mask)
+    assert_grads_close(got, reference)
+
+
+def test_mha_backward_takes_lists_and_names_nan_in_x():
+    layer = numpy_ref.MultiHeadAttention(8, 2, bias=True, seed=1)
+    x, dy = draw((2, 4, 8), 0), draw((2, 4, 8), 1)
+    expected = layer.backward(x, dy)
+    got = layer.backward(x.tolist(), dy.tolist())
+    for name in expected:
+        np.testing.assert_array_equal(got[name], expected[name])
+    x[1, 2, 3] = np.nan
+    with pytest.raises(
+        ValueError,
+        match=r"x of shape \(2, 4, 8\) holds nan at index \(1, 2, 3\)",
+    ):
+        layer.backward(x, dy)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        torch_ref.attention_backward,
+        partial(tiled.tiled_attention_backward_torch, block_q=2, block_k=2),
+    ],
+    ids=["torch_ref", "tiled_torch"],
+)
+@pytest.mark.parametrize(
+    ("q_dtype", "dout_dtype"),
+    [
+        (torch.float32, torch.float64),
+        (torch.float64, torch.float32),
+        (torch.float16, torch.float32),
+    ],
+    ids=str,
+)
+def test_torch_backward_takes_dout_of_another_float_dtype(
+    fn, q_dtype, dout_dtype, qkv_dout, sdpa_reference
+):
+    q, k, v, dout = (t(a) for a in qkv_dout)
+    low = [x.to(q_dtype) for x in (q, k, v)]
+    got = fn(*low, dout.to(dout_dtype))
+    same = fn(*low, dout.to(q_dtype))
+    _, expected = sdpa_reference(
+        *(x.double().numpy() for x in low),
+        dout.to(dout_dtype).double().numpy(),
+    )
+    for g, s in zip(got, same, strict=True):
+        assert g.dtype == s.dtype == q_dtype  # the forward's output dtype
+    tol = atol(q_dtype) * 4  # |grad| up to ~2
+    assert_grads_close(got, expected, tol=tol)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        torch_ref.attention_backward,
+        tiled.tiled_attention_backward_torch,
+    ],
+    ids=["torch_ref", "tiled_torch"],
+)
+def test_torch_backward_refuses_a_foreign_dout_naming_it(fn, qkv_dout):
+    q, k, v, dout = qkv_dout
+    with pytest.raises(TypeError, match=r"dout must be a torch.Tensor"):
+        fn(t(q), t(k), t(v), dout)
+    with pytest.raises(TypeError, match=r"dout has dtype torch.int64"):
+        fn(t(q), t(k), t(v), t(dout).long())
+    with pytest.raises(ValueError, match=r"dout of shape \(2, 3, 4, 4\)"):
+        fn(t(q), t(k), t(v), t(dout)[..., :4])
+
+
+# empty_rows="zero": a row with no allowed key gets no gradient, as SDPA
+
+
+def test_attention_backward_empty_rows_zero_matches_sdpa(
+    backward_pass, empty_rows_case, sdpa_reference
+):
+    q, k, v, dout, mask = empty_rows_case
+    _, expected = sdpa_reference(q, k, v, dout, mask)
+    got = backward_pass(q, k, v, dout, mask, empty_rows="zero")
+    assert_grads_close(got, expected)
+    rows = np.broadcast_to(mask.all(axis=-1), q.shape[:-1])
+    assert (as_numpy(got[0])[rows] == 0).all()  # no gradient for them
 
 
 # Memory: the tiled backward's peak grows with T, the plain one's with T^2

@@ -1,4 +1,8 @@
-"""mha_ref.kv_cache: where the causal mask starts with cached keys."""
+"""mha_ref.kv_cache: where the causal mask starts with cached keys.
+
+KVCache and cached_step are transactional: an append or a step that
+raises leaves the cache as it was, and reset forgets every position.
+"""
 
 import numpy as np
 import pytest
@@ -93,3 +97,164 @@ def test_kv_cache_examples_refuse_values_that_are_not_numbers(
 ):
     with pytest.raises(error, match=words):
         example(values)
+
+
+def test_cached_attention_example_needs_a_key_per_new_query():
+    with pytest.raises(
+        ValueError,
+        match=r"values holds 1 value\(s\), "
+        r"\(10.0,\), but the 2 new queries",
+    ):
+        kv_cache.cached_attention_example((10.0,))
+    aligned, upper_left = kv_cache.cached_attention_example((10.0, 20.0))
+    assert aligned.tolist() == upper_left.tolist() == [10.0, 15.0]
+
+
+# KVCache and cached_step: checked appends, failed steps change nothing
+
+
+def random_rope_module(n_kv_head=2, seed=11):
+    """d_model 16, 4 query heads, RoPE; every parameter drawn at random."""
+    module = torch_ref.MultiHeadAttention(
+        16, 4, n_kv_head=n_kv_head, bias=True, rope=True, dtype=torch.float64
+    )
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in module.parameters():
+            param.copy_(torch.randn(param.shape, generator=gen) * 0.25)
+    return module
+
+
+def cache_inputs(seed=22):
+    """The module and an x of shape (B, T, d_model) = (2, 7, 16)."""
+    x = np.random.default_rng(seed).standard_normal((2, 7, 16))
+    return random_rope_module(), torch.from_numpy(x)
+
+
+def full_forward(module, x):
+    return module(x, mask=torch_ref.causal_mask(x.shape[1]))[0]
+
+
+def assert_cache_is(cache, keys, values):
+    assert cache.length == keys.shape[-2]
+    assert torch.equal(cache.keys, keys)
+    assert torch.equal(cache.values, values)
+
+
+@pytest.mark.parametrize(
+    ("bad_chunk", "error", "words"),
+    [
+        (lambda x: x[:, 3:5] * 1e200, ValueError, "overflowed"),
+        (lambda x: x[:1, 3:5], ValueError, r"k \(1, 2, 2, 4\) does not fit"),
+        (lambda x: x[:, 3:5].float(), TypeError, "x has dtype torch.float32"),
+        (lambda x: x[:, 3:5, :8], ValueError, r"x must have shape"),
+    ],
+    ids=["overflow", "batch", "dtype", "width"],
+)
+def test_cached_step_that_raises_leaves_the_cache_unchanged(
+    bad_chunk, error, words
+):
+    module, x = cache_inputs()
+    cache = kv_cache.KVCache()
+    with torch.no_grad(), np.errstate(over="ignore", invalid="ignore"):
+        kv_cache.cached_step(module, cache, x[:, :3])
+        keys, values = cache.keys.clone(), cache.values.clone()
+        with pytest.raises(error, match=words):
+            kv_cache.cached_step(module, cache, bad_chunk(x))
+        assert_cache_is(cache, keys, values)  # still 3 positions
+        # the next step attends to positions 0 .. 4, none of the failed
+        rest = kv_cache.cached_step(module, cache, x[:, 3:5])
+        full = full_forward(module, x[:, :5])
+    assert cache.length == 5
+    torch.testing.assert_close(rest, full[:, 3:5], **TOL)
+
+
+@pytest.mark.parametrize(
+    ("k_shape", "v_shape", "dtypes", "error", "words"),
+    [
+        (
+            (1, 2, 6, 4),
+            (1, 2, 5, 4),
+            None,
+            ValueError,
+            r"k \(1, 2, 6, 4\) and v \(1, 2, 5, 4\) must agree in batch, "
+            r"heads and length",
+        ),
+        ((2, 2, 5, 4), (1, 2, 5, 4), None, ValueError, "must agree in batch"),
+        ((1, 2, 5, 4), (1, 1, 5, 4), None, ValueError, "must agree in batch"),
+        (
+            (1, 2, 5, 4),
+            (1, 2, 5, 4),
+            (torch.float64, torch.float32),
+            TypeError,
+            r"k and v must share one dtype and device, got k torch.float64",
+        ),
+        ((1, 2, 5), (1, 2, 5), None, ValueError, r"k must be a 4-D tensor"),
+    ],
+    ids=["length", "batch", "heads", "dtype", "3-d"],
+)
+def test_kv_cache_append_refuses_keys_and_values_that_disagree(
+    k_shape, v_shape, dtypes, error, words, make_tensor
+):
+    k_dtype, v_dtype = dtypes or (torch.float64, torch.float64)
+    empty, held = kv_cache.KVCache(), kv_cache.KVCache()
+    held.append(
+        make_tensor((1, 2, 3, 4), seed=2), make_tensor((1, 2, 3, 4), seed=3)
+    )
+    keys, values = held.keys, held.values
+    for cache in (empty, held):  # refused before anything is compared
+        with pytest.raises(error, match=words):
+            cache.append(
+                make_tensor(k_shape, dtype=k_dtype),
+                make_tensor(v_shape, dtype=v_dtype, seed=1),
+            )
+    assert empty.length == 0
+    assert empty.keys is None
+    assert_cache_is(held, keys, values)
+
+
+@pytest.mark.parametrize(
+    ("k_shape", "dtype", "error", "words"),
+    [
+        ((2, 2, 3, 4), torch.float64, ValueError, r"does not fit the cached"),
+        ((1, 1, 3, 4), torch.float64, ValueError, r"does not fit the cached"),
+        ((1, 2, 3, 8), torch.float64, ValueError, r"does not fit the cached"),
+        ((1, 2, 3, 4), torch.float32, TypeError, "the cache holds"),
+    ],
+    ids=["batch", "heads", "head-size", "dtype"],
+)
+def test_kv_cache_append_refuses_chunks_that_do_not_fit_it(
+    k_shape, dtype, error, words, make_tensor
+):
+    cache = kv_cache.KVCache()
+    cache.append(make_tensor((1, 2, 5, 4)), make_tensor((1, 2, 5, 4), seed=1))
+    keys, values = cache.keys, cache.values
+    with pytest.raises(error, match=words):
+        cache.append(
+            make_tensor(k_shape, dtype=dtype),
+            make_tensor(k_shape, dtype=dtype, seed=1),
+        )
+    assert_cache_is(cache, keys, values)
+    cache.append(
+        make_tensor((1, 2, 3, 4), seed=2), make_tensor((1, 2, 3, 4), seed=3)
+    )
+    assert cache.length == 8
+    torch.testing.assert_close(
+        cache.keys[..., 5:, :], make_tensor((1, 2, 3, 4), seed=2)
+    )
+
+
+def test_kv_cache_reset_forgets_every_position():
+    module, x = cache_inputs()
+    cache = kv_cache.KVCache()
+    with torch.no_grad():
+        kv_cache.cached_step(module, cache, x[:, :4])
+        cache.reset()
+        assert cache.length == 0
+        assert cache.keys is None
+        assert cache.values is None
+        # the next chunk starts again at position 0
+        again = kv_cache.cached_step(module, cache, x[:, :3])
+        full = full_forward(module, x[:, :3])
+    assert cache.length == 3
+    torch.testing.assert_close(again, full, **TOL)

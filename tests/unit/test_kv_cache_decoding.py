@@ -2,9 +2,11 @@
 
 The full pass is module(x, mask=causal_mask(T)); the cached pass feeds
 the same x as a prefill and single steps, or any split, with a KVCache
-whose keys are rotated at their absolute positions.
+whose keys are rotated at their absolute positions. The chunk lengths
+may come as any iterable of ints; bad ones are named.
 """
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -179,3 +181,40 @@ def test_cached_forward_empty_batch_is_empty(config):
     y = kv_cache.cached_forward(module, x, [2, 1, T - 3])
     assert y.shape == (0, T, D_MODEL)
     assert y.shape == full_forward(module, x).shape
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [
+        lambda: iter([3, 2, 2]),
+        lambda: (n for n in (1, 4, 2)),
+        lambda: (4, 3),
+        lambda: np.array([2, 2, 3]),
+        lambda: torch.tensor([5, 1, 1]),
+        lambda: [1] * 7,
+    ],
+    ids=["iterator", "generator", "tuple", "numpy", "tensor", "list"],
+)
+def test_cached_forward_takes_any_iterable_of_chunks(chunks):
+    module, x = random_module(2, True), random_x(t=7)
+    with torch.no_grad():
+        cached = kv_cache.cached_forward(module, x, chunks())
+        full = full_forward(module, x)
+    torch.testing.assert_close(cached, full, atol=atol(full.dtype), rtol=0)
+
+
+@pytest.mark.parametrize(
+    ("chunks", "error", "words"),
+    [
+        (lambda: iter([3, 0, 4]), ValueError, r"chunks\[1\] = 0"),
+        (lambda: iter([3, 3]), ValueError, "sum to 6, but x holds T=7"),
+        (lambda: np.array([3.5, 3.5]), TypeError, r"chunks\[0\] must be"),
+        (lambda: torch.tensor([True] * 7), TypeError, r"chunks\[0\] must"),
+        (lambda: torch.tensor(7), TypeError, "sequence of lengths"),
+        (lambda: 7.0, TypeError, "chunks must be an iterable"),
+    ],
+)
+def test_cached_forward_bad_chunks_name_them(chunks, error, words):
+    module, x = random_module(2, True), random_x(t=7)
+    with pytest.raises(error, match=words):
+        kv_cache.cached_forward(module, x, chunks())

@@ -2,16 +2,23 @@
 
 Each rule is checked against its definition written pair by pair in
 plain Python (the issue's words), on 1-D and (B, T) positions, for
-both mirrors through one parametrized fixture.
+both mirrors through one parametrized fixture. causal_mask's two
+alignments are SDPA's is_causal (top-left) and flash-attn's causal
+(bottom-right); key_padding_mask gives (B, 1, 1, Tk), since a bare
+(B, Tk) mask would broadcast as (Tq, Tk).
 """
 
 import itertools
+import math
+import warnings
 
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from mha_ref import kv_cache, numpy_ref, torch_ref
+from mha_ref.tolerances import atol
 
 
 @pytest.fixture(params=["numpy", "torch"])
@@ -371,3 +378,145 @@ def test_position_pairs_of_empty_batched_positions_are_empty(ref):
     assert tuple(k.shape) == (2, 1, 1, 3)
     blocked = ref.sliding_window_mask(np.zeros((2, 0), int), [0, 1], 2)
     assert tuple(blocked.shape) == (2, 1, 0, 2)
+
+
+# causal_mask says which corner it aligns to
+
+
+@pytest.mark.parametrize(("tq", "tk"), [(3, 5), (5, 3), (4, 4)])
+def test_causal_mask_alignments_match_sdpa_and_flash_attn(ref, tq, tk):
+    ones = torch.ones(tq, tk, dtype=torch.bool)
+    # SDPA's is_causal: allowed = tril(ones); flash-attn's causal (and
+    # causal_lower_right): allowed = tril(ones, diagonal=tk - tq)
+    top_left = ~ones.tril()
+    bottom_right = ~ones.tril(diagonal=tk - tq)
+    got_tl = np.asarray(ref.causal_mask(tq, tk, align="top_left"))
+    got_br = np.asarray(ref.causal_mask(tq, tk, align="bottom_right"))
+    np.testing.assert_array_equal(got_tl, top_left.numpy())
+    np.testing.assert_array_equal(got_br, bottom_right.numpy())
+    # and the KV-cache mask from positions is the bottom-right one
+    from_positions = numpy_ref.causal_mask_for_positions(
+        np.arange(tk - tq, tk), np.arange(tk)
+    )
+    np.testing.assert_array_equal(got_br, from_positions)
+
+
+def test_causal_mask_not_square_needs_an_alignment(ref):
+    with pytest.raises(
+        ValueError, match=r"\(t, tk\) = \(3, 5\) is not square"
+    ):
+        ref.causal_mask(3, 5)
+    with pytest.raises(ValueError, match=r"align must be 'top_left'"):
+        ref.causal_mask(3, 5, align="lower_right")
+    with pytest.raises(ValueError, match=r"tk must be positive, got 0"):
+        ref.causal_mask(3, 0, align="top_left")
+    square = np.asarray(ref.causal_mask(4, 4))
+    np.testing.assert_array_equal(square, np.asarray(ref.causal_mask(4)))
+
+
+def test_bottom_right_causal_matches_sdpa_causal_lower_right(
+    forward_pass, bottom_right_case
+):
+    from torch.nn.attention.bias import causal_lower_right
+
+    q, k, v, _, mask = bottom_right_case
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "will produce NaNs": it gives 0
+        bias = causal_lower_right(6, 4)
+        expected = F.scaled_dot_product_attention(
+            *(torch.from_numpy(a) for a in (q, k, v)), attn_mask=bias
+        )
+    out = as_numpy(forward_pass(q, k, v, mask, empty_rows="zero"))
+    np.testing.assert_allclose(out, expected.numpy(), rtol=0, atol=1e-10)
+    assert math.isclose(float(expected[..., :2, :].abs().max()), 0.0)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present")
+def test_causal_mask_on_missing_cuda_raises_naming_device():
+    with pytest.raises(ValueError, match="device='cuda'"):
+        torch_ref.causal_mask(3, device="cuda")
+
+
+# key_padding_mask: (B, 1, 1, Tk), since a (B, Tk) mask reads as (Tq, Tk)
+
+LENGTHS = [5, 2, 4]  # B = 3 sequences of keys, padded to Tk = 5
+
+
+def test_key_padding_mask_blocks_keys_past_each_length(ref):
+    mask = np.asarray(ref.key_padding_mask(LENGTHS))
+    assert mask.shape == (3, 1, 1, 5)
+    assert mask.dtype == bool
+    expected = np.arange(5)[None, :] >= np.array(LENGTHS)[:, None]
+    np.testing.assert_array_equal(mask[:, 0, 0], expected)
+    again = np.asarray(
+        ref.key_padding_mask(
+            np.asarray(ref.key_padding_mask(LENGTHS, tk=7))[:, 0, 0]
+        )
+    )
+    assert again.shape == (3, 1, 1, 7)
+    assert again[:, 0, 0, 5:].all()
+
+
+def test_key_padding_mask_matches_attention_on_each_sequence(rng):
+    tol = {"atol": atol("float64"), "rtol": 0}
+    b = tq = len(LENGTHS)  # B == Tq: the case a (B, Tk) mask gets wrong
+    q = rng.standard_normal((b, 2, tq, 4))  # (B, H, Tq, d)
+    k = rng.standard_normal((b, 2, 5, 4))  # (B, H, Tk, d)
+    v = rng.standard_normal((b, 2, 5, 3))  # (B, H, Tk, dv)
+    padding = numpy_ref.key_padding_mask(LENGTHS)  # (B, 1, 1, Tk)
+    out, _ = numpy_ref.attention(q, k, v, padding)
+    for i, n in enumerate(LENGTHS):
+        alone, _ = numpy_ref.attention(q[i], k[i, :, :n], v[i, :, :n])
+        np.testing.assert_allclose(out[i], alone, **tol)
+    torch_out, _ = torch_ref.attention(
+        *(torch.from_numpy(a) for a in (q, k, v)),
+        torch_ref.key_padding_mask(LENGTHS),
+    )
+    np.testing.assert_allclose(torch_out.numpy(), out, **tol)
+    # the bare (B, Tk) mask broadcasts as (Tq, Tk): row i of every batch
+    # gets sequence i's padding, which is silently a different answer
+    bare = padding[:, 0, 0]  # (B, Tk)
+    wrong, _ = numpy_ref.attention(q, k, v, bare)
+    assert np.abs(wrong - out).max() > 0.1
+
+
+def test_key_padding_mask_rejects_bad_lengths(ref):
+    with pytest.raises(
+        ValueError,
+        match=r"lengths\[1\] = 0: a sequence "
+        r"needs at least one key",
+    ):
+        ref.key_padding_mask([3, 0])
+    with pytest.raises(ValueError, match=r"lengths\[0\] = 6 exceeds tk = 5"):
+        ref.key_padding_mask([6, 2], tk=5)
+    with pytest.raises(
+        TypeError,
+        match=r"lengths must be ints of shape "
+        r"\(B,\), or a bool \(B, Tk\) mask",
+    ):
+        ref.key_padding_mask([2.5, 1.0])
+    with pytest.raises(
+        ValueError,
+        match=r"boolean padding mask must be "
+        r"\(B, Tk\)",
+    ):
+        ref.key_padding_mask([True, False])
+
+
+@pytest.mark.parametrize(
+    "lengths",
+    [
+        lambda: [],
+        lambda: np.array([], dtype=np.int64),
+        lambda: np.zeros((0, 4), dtype=bool),
+    ],
+    ids=["list", "int-array", "bool-mask"],
+)
+def test_key_padding_mask_refuses_no_sequence_naming_lengths(ref, lengths):
+    value = lengths()
+    if ref is torch_ref and not isinstance(value, list):
+        value = torch.from_numpy(value)
+    with pytest.raises(ValueError, match=r"lengths must hold one length per"):
+        ref.key_padding_mask(value)
+    with pytest.raises(ValueError, match=r"lengths must hold one length per"):
+        ref.key_padding_mask(value, tk=4)

@@ -1,11 +1,17 @@
-"""numpy_ref.attention and the causal masks, against PyTorch's SDPA."""
+"""numpy_ref.attention and the causal masks, against PyTorch's SDPA.
+
+Integer, bool and list inputs compute in float (torch tensors are
+refused), and empty_rows="zero" gives a row with no key zero weights.
+The input checks it shares with torch_ref run for both mirrors in
+test_torch_ref_attention.py.
+"""
 
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from mha_ref import numpy_ref
+from mha_ref import numpy_ref, tiled
 from mha_ref.tolerances import atol
 
 TOL = {"atol": atol(np.float64), "rtol": 0}
@@ -89,62 +95,6 @@ def test_attention_mask_blocks_before_softmax(rng):
     np.testing.assert_allclose(weights[:, :-2], kept, **TOL)
 
 
-@pytest.mark.parametrize(
-    "mask",
-    [
-        np.zeros((TQ, TK), dtype=int),
-        np.zeros((TQ, TK)),
-        np.zeros((TQ, TK), dtype=np.uint8),
-    ],
-    ids=["int", "float", "uint8"],
-)
-def test_attention_rejects_non_bool_mask(mask, rng):
-    q = rng.standard_normal((TQ, D))
-    k = v = rng.standard_normal((TK, D))
-    with pytest.raises(TypeError, match="boolean with True = blocked"):
-        numpy_ref.attention(q, k, v, mask)
-
-
-@pytest.mark.parametrize("shape", [(TK, TQ), (3, TQ, TK), (TQ, 1, TK)])
-def test_attention_rejects_non_broadcasting_mask(shape, rng):
-    q = rng.standard_normal((B, TQ, D))
-    k = v = rng.standard_normal((B, TK, D))
-    pattern = (
-        rf"mask of shape \({shape[0]}, .*\(\.\.\., Tq, Tk\) = "
-        rf"\({B}, {TQ}, {TK}\)"
-    )
-    with pytest.raises(ValueError, match=pattern):
-        numpy_ref.attention(q, k, v, np.zeros(shape, dtype=bool))
-
-
-def test_attention_rejects_fully_masked_row_naming_it(rng):
-    q = rng.standard_normal((B, H, TQ, D))
-    k = v = rng.standard_normal((B, H, TK, D))
-    mask = np.zeros((B, 1, TQ, TK), dtype=bool)
-    mask[1, 0, 2] = True  # batch 1, every head, query 2
-    with pytest.raises(
-        ValueError,
-        match=r"query row at index \(1, 0, 2\) "
-        rf"\(of {H} such rows",
-    ):
-        numpy_ref.attention(q, k, v, mask)
-
-
-@pytest.mark.parametrize(
-    ("q", "k", "v", "message"),
-    [
-        ((TQ,), (TK, D), (TK, D), r"q must have at least 2 dims"),
-        ((TQ, D), (TK, D + 1), (TK, D), r"same last dim .*\(4, 6\) vs k"),
-        ((TQ, D), (TK, D), (TK + 1, D), r"number of keys Tk: k \(5, 6\)"),
-        ((2, TQ, D), (3, TK, D), (3, TK, D), r"batch dims .* broadcast"),
-    ],
-)
-def test_attention_rejects_mismatched_shapes(q, k, v, message, rng):
-    arrays = (rng.standard_normal(s) for s in (q, k, v))
-    with pytest.raises(ValueError, match=message):
-        numpy_ref.attention(*arrays)
-
-
 @pytest.mark.parametrize("name", ["q", "k", "v"])
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
 def test_attention_rejects_non_finite_inputs_naming_them(name, bad, rng):
@@ -184,3 +134,71 @@ def test_causal_mask_for_positions_blocks_later_keys():
     # positions need not be sorted or contiguous
     got = numpy_ref.causal_mask_for_positions([7, 2], [0, 5, 9])
     np.testing.assert_array_equal(got, [[0, 0, 1], [0, 1, 1]])
+
+
+# Integer, bool and list inputs compute in float; tensors are refused
+
+INT8_Q = np.array([[10, 10]], dtype=np.int8)  # q . k = 200 wraps in int8
+INT8_K = np.array([[10, 10], [-10, 10]], dtype=np.int8)
+INT8_V = np.array([[1, 0], [0, 1]], dtype=np.int8)
+BOOL_Q = np.array([[True, True]])  # q . k = 2 and 1; bool @ gives OR
+BOOL_K = np.array([[True, True], [True, False]])
+BOOL_V = np.array([[True, False], [False, True]])
+
+
+@pytest.mark.parametrize(
+    ("q", "k", "v"),
+    [(INT8_Q, INT8_K, INT8_V), (BOOL_Q, BOOL_K, BOOL_V)],
+    ids=["int8", "bool"],
+)
+@pytest.mark.parametrize(
+    "attend",
+    [
+        lambda q, k, v: numpy_ref.attention(q, k, v)[0],
+        tiled.tiled_attention_numpy,
+    ],
+    ids=["attention", "tiled"],
+)
+def test_numpy_attention_upcasts_int_and_bool_inputs(attend, q, k, v):
+    expected, _ = numpy_ref.attention(
+        *(a.astype(np.float64) for a in (q, k, v))
+    )
+    out = attend(q, k, v)
+    assert out.dtype == np.float32  # NumPy's promotion with float32
+    np.testing.assert_allclose(out, expected, atol=atol("float32"), rtol=0)
+    assert abs(out[0, 0] - out[0, 1]) > 0.1  # not the 50/50 of a wrap
+
+
+def test_numpy_attention_takes_lists_and_refuses_torch_tensors(rng):
+    q, k, v = (rng.standard_normal((3, 4)) for _ in range(3))
+    expected, _ = numpy_ref.attention(q, k, v)
+    out, _ = numpy_ref.attention(q.tolist(), k.tolist(), v.tolist())
+    np.testing.assert_allclose(out, expected, **TOL)
+    tensor = torch.from_numpy(k)
+    pattern = (
+        r"k is a torch.Tensor of dtype torch.float64, but this NumPy "
+        r"function expects a NumPy array"
+    )
+    with pytest.raises(TypeError, match=pattern):
+        numpy_ref.attention(q, tensor, v)
+    with pytest.raises(TypeError, match=pattern):
+        tiled.tiled_attention_numpy(q, tensor, v)
+    with pytest.raises(TypeError, match=r"logits is a torch.Tensor"):
+        numpy_ref.softmax(tensor)
+    with pytest.raises(
+        TypeError,
+        match=r"q must hold real numbers .* got "
+        r"dtype complex128",
+    ):
+        numpy_ref.attention(q + 1j, k, v)
+
+
+def test_numpy_attention_empty_rows_zero_weights_are_zero_rows(
+    masked_row_case,
+):
+    q, k, v, _, mask = masked_row_case
+    out, weights = numpy_ref.attention(q, k, v, mask, empty_rows="zero")
+    assert (weights[:, :, 2] == 0).all()
+    np.testing.assert_allclose(weights[:, :, [0, 1, 3]].sum(-1), 1.0)
+    expected = np.where(mask, 0.0, weights) @ v  # blocked keys weigh 0
+    np.testing.assert_allclose(out, expected, **TOL)

@@ -1,4 +1,8 @@
-"""numpy_ref.MultiHeadAttention against a head-by-head loop."""
+"""numpy_ref.MultiHeadAttention against a head-by-head loop.
+
+It also takes x as a nested list and names a NaN in x. Its uneven head
+split is checked with torch_ref's, in test_torch_ref_mha.py.
+"""
 
 import numpy as np
 import pytest
@@ -100,15 +104,6 @@ def test_mha_split_heads_takes_each_heads_columns(rng):
     np.testing.assert_array_equal(module.merge_heads(heads), x)
 
 
-def test_mha_rejects_uneven_head_split():
-    with pytest.raises(
-        ValueError,
-        match=r"d_model=10 is not divisible by "
-        r"n_head=4",
-    ):
-        numpy_ref.MultiHeadAttention(10, 4)
-
-
 @pytest.mark.parametrize(
     "shape", [(TQ, D_MODEL), (B, TQ, D_MODEL + 1), (1, B, TQ, D_MODEL)]
 )
@@ -155,3 +150,16 @@ def test_mha_rejects_non_bool_and_non_broadcasting_masks(rng):
         module(x, np.zeros((TQ, TQ)))
     with pytest.raises(ValueError, match=r"mask of shape \(5, 4, 4\)"):
         module(x, np.zeros((5, TQ, TQ), dtype=bool))
+
+
+def test_numpy_mha_takes_a_list_and_names_nan_in_x(rng):
+    module = numpy_ref.MultiHeadAttention(D_MODEL, N_HEAD)
+    x = rng.standard_normal((B, TQ, D_MODEL))
+    np.testing.assert_allclose(module(x.tolist())[0], module(x)[0], **TOL)
+    x[1, 2, 3] = np.nan
+    with pytest.raises(
+        ValueError,
+        match=rf"x of shape \({B}, {TQ}, {D_MODEL}\) holds "
+        r"nan at index \(1, 2, 3\)",
+    ):
+        module(x)

@@ -1,4 +1,8 @@
-"""numpy_ref.softmax and softmax_backward against PyTorch."""
+"""numpy_ref.softmax and softmax_backward against PyTorch.
+
+Also its edges: empty_rows="zero" on any axis, and logits with no value
+along the axis (or no axis at all) refused.
+"""
 
 import numpy as np
 import pytest
@@ -118,3 +122,28 @@ def test_softmax_backward_of_constant_upstream_is_zero(rng):
 def test_softmax_backward_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match=r"\(2,\) and upstream \(3,\)"):
         numpy_ref.softmax_backward(np.ones(2) / 2, np.ones(3))
+
+
+def test_softmax_empty_rows_zero_on_any_axis():
+    logits = np.array([[0.0, -np.inf], [1.0, -np.inf], [-np.inf, -np.inf]])
+    got = numpy_ref.softmax(logits.T, axis=0, empty_rows="zero").T
+    np.testing.assert_array_equal(got, [[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
+    with pytest.raises(ValueError, match=r"logits row at index \(2,\)"):
+        numpy_ref.softmax(logits)
+
+
+def test_softmax_rejects_empty_and_scalar_logits():
+    with pytest.raises(
+        ValueError,
+        match=r"logits of shape \(0,\) hold no "
+        r"value along axis -1",
+    ):
+        numpy_ref.softmax([])
+    with pytest.raises(ValueError, match=r"shape \(2, 0\) hold no value"):
+        numpy_ref.softmax(np.zeros((2, 0)))
+    with pytest.raises(
+        ValueError,
+        match=r"axis -1 does not exist for "
+        r"logits of shape \(\)",
+    ):
+        numpy_ref.softmax(np.float64(1.0))

@@ -2425,8 +2425,6 @@ ELSEWHERE = {
     **{
         f"tiled.{step}": "a step of the tiled passes, through them"
         for step in (
-            "check_inputs",
-            "check_positions",
             "positions",
             "check_row_max",
             "online_softmax_update_numpy",

@@ -1,8 +1,12 @@
 """RoPE: rotate-half convention, absolute positions, relative scores.
 
 After rotation, the score q . k of a query at position m and a key at
-position n depends on the positions only through m - n.
+position n depends on the positions only through m - n. Positions of
+any integer dtype (never bool or NaN) and bases that are positive real
+numbers are taken, with the angles in float64 even for float32 inputs.
 """
+
+import copy
 
 import numpy as np
 import pytest
@@ -246,3 +250,184 @@ def test_apply_rope_refuses_the_other_frameworks_array():
         torch_ref.apply_rope(np.zeros((2, 4)), [0, 1])
     with pytest.raises(TypeError, match=r"x is a torch\.Tensor .* NumPy"):
         numpy_ref.apply_rope(torch.zeros(2, 4), [0, 1])
+
+
+# positions of any integer dtype, angles in float64, a positive base
+
+ATOL64 = 1e-10  # float64 against autograd or the other mirror
+POSITION_DTYPES = [
+    np.uint8,
+    np.uint16,
+    np.uint32,
+    np.uint64,
+    np.int8,
+    np.int16,
+    np.int32,
+    np.int64,
+]
+
+
+def draw(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def torch_layer_grads(module, x, dy, positions, mask=None):
+    """numpy_ref-style gradients of the torch module, by autograd."""
+    x = torch.from_numpy(x).clone().requires_grad_()
+    mask = None if mask is None else torch.from_numpy(mask)
+    y, _ = module(x, mask=mask, positions=positions)
+    y.backward(torch.from_numpy(dy))
+    grads = {"x": x.grad.numpy()}
+    for name in ("q", "k", "v", "o"):
+        linear = getattr(module, f"w{name}")
+        grads[f"W{name}"] = linear.weight.grad.numpy().T  # x @ W layout
+        grads[f"b{name}"] = linear.bias.grad.numpy()
+    module.zero_grad()
+    return grads
+
+
+@pytest.mark.parametrize("dtype", POSITION_DTYPES, ids=lambda d: d.__name__)
+def test_mha_backward_rope_positions_of_any_integer_dtype(dtype):
+    module = random_rope_module(n_kv_head=2)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
+    x, dy = draw((2, 6, 16), 1), draw((2, 6, 16), 2)
+    mask = numpy_ref.causal_mask(6)
+    positions = np.arange(3, 9)  # int64: the reference
+    expected = torch_layer_grads(
+        module, x, dy, torch.from_numpy(positions), mask
+    )
+    typed = positions.astype(dtype)
+    got = twin.backward(x, dy, mask, positions=typed)
+    assert sorted(got) == sorted(expected)
+    for name, value in expected.items():
+        np.testing.assert_allclose(
+            got[name], value, rtol=0, atol=ATOL64, err_msg=name
+        )
+    # the forwards agree with int64 positions, in both mirrors
+    y_ref, _ = twin(x, mask, positions=positions)
+    np.testing.assert_allclose(
+        twin(x, mask, positions=typed)[0], y_ref, rtol=0, atol=0
+    )
+    with torch.no_grad():
+        y_torch, _ = module(
+            torch.from_numpy(x),
+            torch.from_numpy(mask),
+            positions=torch.as_tensor(typed),
+        )
+    np.testing.assert_allclose(y_torch.numpy(), y_ref, rtol=0, atol=ATOL64)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "numpy.apply_rope",
+        "torch.apply_rope",
+        "numpy.forward",
+        "numpy.backward",
+        "torch.forward",
+    ],
+)
+def test_rope_bool_positions_are_refused_by_every_entry_point(entry):
+    module = random_rope_module(n_kv_head=2)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
+    x = draw((1, 3, 16), 0)
+    positions = np.array([True, False, True])
+    run = {
+        "numpy.apply_rope": lambda: numpy_ref.apply_rope(x[0], positions),
+        "torch.apply_rope": lambda: torch_ref.apply_rope(
+            torch.from_numpy(x[0]), torch.from_numpy(positions)
+        ),
+        "numpy.forward": lambda: twin(x, positions=positions),
+        "numpy.backward": lambda: twin.backward(x, x, positions=positions),
+        "torch.forward": lambda: module(
+            torch.from_numpy(x), positions=torch.from_numpy(positions)
+        ),
+    }[entry]
+    with pytest.raises(
+        TypeError,
+        match=r"positions must hold integers \(or real numbers\), one "
+        r"position per row, got dtype (torch\.)?bool",
+    ):
+        run()
+
+
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref], ids=["numpy", "torch"])
+def test_apply_rope_refuses_nan_positions_naming_them(ref):
+    x = np.ones((3, 4)) if ref is numpy_ref else torch.ones(3, 4)
+    positions = in_framework(ref, np.array([0.0, np.nan, 2.0]))
+    with pytest.raises(
+        ValueError,
+        match=r"positions of shape \(3,\) holds nan at index \(1,\)",
+    ):
+        ref.apply_rope(x, positions)
+
+
+def test_apply_rope_torch_integer_input_rotates_in_float():
+    # [4, 5, 6, 7] at position 1: cos and sin must not become integers
+    x = [[4, 5, 6, 7]]
+    expected = numpy_ref.apply_rope(np.array(x, dtype=np.float64), [1])
+    got = torch_ref.apply_rope(torch.tensor(x), [1])
+    assert got.dtype == torch.float32
+    np.testing.assert_allclose(
+        got.numpy(), expected, rtol=0, atol=atol("float32")
+    )
+    twin = numpy_ref.apply_rope(np.array(x), [1])  # int64 -> float64
+    np.testing.assert_allclose(twin, expected, rtol=0, atol=ATOL64)
+    assert np.abs(expected).min() > 1  # far from the zeros of int cos
+
+
+FAR = np.arange(131072, 131078)  # a 128k-token window
+
+
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref], ids=["numpy", "torch"])
+def test_apply_rope_float32_angles_at_128k_positions_match_float64(ref):
+    x = draw((2, 6, 64), 4).astype(np.float32)
+    got = np.asarray(
+        ref.apply_rope(in_framework(ref, x), in_framework(ref, FAR))
+    )
+    expected = numpy_ref.apply_rope(x.astype(np.float64), FAR)
+    assert got.dtype == np.float32
+    # float32 angles would be off by up to 128k * 6e-8 = 8e-3 radians
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-6)
+
+
+def test_mha_rope_float32_at_128k_matches_float64_and_the_numpy_twin():
+    module = random_rope_module(n_kv_head=2, dtype=torch.float32)
+    wide = copy.deepcopy(module).double()
+    x = draw((2, 6, 16), 3)
+    positions = torch.from_numpy(FAR)
+    with torch.no_grad():
+        y, _ = module(torch.from_numpy(x).float(), positions=positions)
+        y64, _ = wide(torch.from_numpy(x), positions=positions)
+    twin = numpy_ref.MultiHeadAttention.from_torch(module)
+    y_np, _ = twin(x.astype(np.float32), positions=FAR)
+    tol = {"rtol": 0, "atol": atol("float32")}
+    np.testing.assert_allclose(y.double().numpy(), y64.numpy(), **tol)
+    np.testing.assert_allclose(y.numpy(), y_np, **tol)
+
+
+@pytest.mark.parametrize("bad", [0, -10000.0, float("nan"), float("inf")])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda base: numpy_ref.MultiHeadAttention(
+            8, 2, rope=True, rope_base=base
+        ),
+        lambda base: torch_ref.MultiHeadAttention(
+            8, 2, rope=True, rope_base=base
+        ),
+    ],
+    ids=["numpy", "torch"],
+)
+def test_mha_rope_base_must_be_positive_naming_it(make, bad):
+    with pytest.raises(ValueError, match=r"rope_base must be positive"):
+        make(bad)
+    with pytest.raises(TypeError, match=r"rope_base must be a real number"):
+        make("10000")
+
+
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref], ids=["numpy", "torch"])
+def test_apply_rope_base_must_be_positive_naming_it(ref):
+    x = np.ones((2, 4)) if ref is numpy_ref else torch.ones(2, 4)
+    with pytest.raises(ValueError, match=r"base must be positive.* got -1"):
+        ref.apply_rope(x, [0, 1], base=-1)

@@ -5,6 +5,9 @@ torch_ref.attention, over block sizes that divide T, leave a ragged last
 block, are 1, or exceed T; causal masks from positions when Tq != Tk.
 Memory: the peak grows about linearly in T for the tiled pass and
 quadratically for the plain one (ratios between T and 2T, never time).
+Both passes, forward and backward, also take grouped-query k and v,
+align a causal Tq > Tk to the bottom right and give empty_rows="zero"
+rows a log-sum-exp of +inf; a row of -inf scores is named an overflow.
 """
 
 import numpy as np
@@ -289,6 +292,44 @@ def test_tiled_rejects_non_finite_inputs(attend):
         attend(q, k, v)
 
 
+def huge_negative_scores():
+    q = np.array([[1.0, 0.0], [1e200, 0.0]])  # row 1: scores -1e400
+    k = np.array([[-1e200, 0.0], [-1e200, 1.0]])
+    v = np.ones((2, 3))
+    return q, k, v
+
+
+def test_tiled_all_minus_inf_row_names_overflow(attend):
+    # a row of -inf scores without a mask: an overflow, not "every key
+    # masked"
+    with (
+        np.errstate(over="ignore"),
+        pytest.raises(
+            ValueError,
+            match=r"query row at index \(1,\) has "
+            r"allowed keys, but every score overflowed to -inf",
+        ),
+    ):
+        attend(*huge_negative_scores(), block_q=1, block_k=1)
+
+
+def test_tiled_causal_row_before_every_key_still_says_masked(attend):
+    q, k, v = huge_negative_scores()
+    with pytest.raises(
+        ValueError,
+        match=r"index \(0,\) has every key "
+        r"masked",
+    ):
+        attend(
+            q[:1] * 0,
+            k * 0,
+            v,
+            causal=True,
+            query_positions=[-1],
+            key_positions=[0, 1],
+        )
+
+
 def position_oracle(tq, tk, q_pos, k_pos):
     """float64 numpy_ref.attention under the mask from these positions."""
     q, k, v = qkv(tq, tk)
@@ -352,6 +393,107 @@ def test_tiled_reads_iterator_positions_once(attend):
     )
     oracle = position_oracle(4, 6, [5, 2, 4, 3], np.arange(6))
     np.testing.assert_allclose(np.asarray(got), oracle, atol=atol("float64"))
+
+
+# Grouped-query heads, Tq > Tk, empty_rows="zero": against SDPA
+
+ATOL64 = 1e-10  # float64 against SDPA and autograd: ~1e-15 in practice
+
+
+def draw(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def as_numpy(x):
+    return x.detach().double().numpy() if isinstance(x, torch.Tensor) else x
+
+
+def assert_all_close(got, expected, names=("dq", "dk", "dv")):
+    for name, g, e in zip(names, got, expected, strict=True):
+        g = as_numpy(g)
+        assert g.shape == e.shape, (name, g.shape, e.shape)
+        np.testing.assert_allclose(g, e, rtol=0, atol=ATOL64, err_msg=name)
+
+
+GQA_CASES = {
+    "plain": {},
+    "mask": {"mask": "random"},
+    "causal": {"causal": True},
+}
+
+
+@pytest.mark.parametrize("case", GQA_CASES)
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_tiled_passes_take_grouped_query_heads(
+    framework, case, sdpa_reference
+):
+    q, k, v = (
+        draw((1, 4, 3, 8), 0),
+        draw((1, 2, 5, 8), 1),
+        draw((1, 2, 5, 8), 2),
+    )
+    dout = draw((1, 4, 3, 8), 3)
+    kw = dict(GQA_CASES[case])
+    mask = None
+    if kw.pop("mask", None):
+        mask = np.random.default_rng(4).random((1, 4, 3, 5)) < 0.5
+        mask[..., 0] = False  # every row keeps key 0
+    full = mask
+    if kw.get("causal"):  # the queries are the last 3 of 5 positions
+        full = numpy_ref.causal_mask(3, 5, align="bottom_right")
+    out_ref, expected = sdpa_reference(q, k, v, dout, full)
+    blocks = {"block_q": 2, "block_k": 2}
+    if framework == "numpy":
+        out = tiled.tiled_attention_numpy(q, k, v, mask, **kw, **blocks)
+        grads = tiled.tiled_attention_backward_numpy(
+            q, k, v, dout, mask, **kw, **blocks
+        )
+    else:
+        tensors = as_torch(q, k, v)
+        mask = None if mask is None else torch.from_numpy(mask)
+        out = tiled.tiled_attention_torch(*tensors, mask, **kw, **blocks)
+        grads = tiled.tiled_attention_backward_torch(
+            *tensors, torch.from_numpy(dout), mask, **kw, **blocks
+        )
+    assert_all_close([out], [out_ref], names=["out"])
+    assert_all_close(grads, expected)  # dk, dv: (1, 2, 5, 8), per group
+    plain, _ = numpy_ref.attention(q, k, v, full)
+    np.testing.assert_allclose(as_numpy(out), plain, rtol=0, atol=ATOL64)
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_tiled_causal_more_queries_than_keys_is_bottom_right(
+    framework, bottom_right_case, sdpa_reference
+):
+    # the tiled default aligns the queries to the last keys: with
+    # Tq > Tk the first Tq - Tk rows come before every key, as flash-attn
+    q, k, v, dout, mask = bottom_right_case
+    out_ref, expected = sdpa_reference(q, k, v, dout, mask)
+    kw = {"causal": True, "block_q": 4, "block_k": 3, "empty_rows": "zero"}
+    if framework == "numpy":
+        out = tiled.tiled_attention_numpy(q, k, v, **kw)
+        grads = tiled.tiled_attention_backward_numpy(q, k, v, dout, **kw)
+    else:
+        out = tiled.tiled_attention_torch(*as_torch(q, k, v), **kw)
+        grads = tiled.tiled_attention_backward_torch(
+            *as_torch(q, k, v, dout), **kw
+        )
+    assert_all_close([out], [out_ref], names=["out"])
+    assert_all_close(grads, expected)
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+def test_tiled_empty_rows_zero_log_sum_exp_is_inf(framework, masked_row_case):
+    # L = +inf for a row with no key makes exp(S - L) = 0 in the backward
+    q, k, v, _, mask = masked_row_case
+    kw = {"return_lse": True, "empty_rows": "zero", "block_k": 2}
+    if framework == "numpy":
+        _, lse = tiled.tiled_attention_numpy(q, k, v, mask, **kw)
+    else:
+        _, lse = tiled.tiled_attention_torch(*as_torch(q, k, v, mask), **kw)
+        lse = lse.numpy()
+    assert np.isposinf(lse[..., 2]).all()
+    assert np.isfinite(lse[..., [0, 1, 3]]).all()
 
 
 # Memory: ratios of peak bytes between T and 2T.

@@ -1,4 +1,9 @@
-"""torch_ref.MultiHeadAttention and its helpers: weights, copies, errors."""
+"""torch_ref.MultiHeadAttention and its helpers: weights, copies, errors.
+
+The module's three forwards (module, sdpa_forward, library_forward) take
+the same masks, (Tk,) and 0-d included, and refuse the same bad x and
+context naming them; the uneven head split is checked in both mirrors.
+"""
 
 import numpy as np
 import pytest
@@ -121,15 +126,17 @@ def test_to_numpy_without_bias_has_no_bias(make_module):
     assert twin.bq is twin.bk is twin.bv is twin.bo is None
 
 
-def test_mha_rejects_uneven_head_split():
+@pytest.mark.parametrize("ref", [numpy_ref, torch_ref], ids=["numpy", "torch"])
+@pytest.mark.parametrize(("d_model", "n_head"), [(10, 4), (12, 5)])
+def test_mha_rejects_uneven_head_split(ref, d_model, n_head):
     with pytest.raises(
         ValueError,
-        match=r"d_model=12 is not divisible by "
-        r"n_head=5",
+        match=rf"d_model={d_model} is not divisible by "
+        rf"n_head={n_head}",
     ):
-        torch_ref.MultiHeadAttention(12, 5)
+        ref.MultiHeadAttention(d_model, n_head)
     with pytest.raises(TypeError, match=r"n_head must be an int"):
-        torch_ref.MultiHeadAttention(12, 3.0)
+        ref.MultiHeadAttention(12, 3.0)
 
 
 @pytest.mark.parametrize("path", ["module", "sdpa", "library"])
@@ -229,6 +236,87 @@ def test_mha_paths_reject_overflowing_scores(path, make_module, make_tensor):
     x = 1e20 * make_tensor((B, TQ, D_MODEL), dtype=torch.float32, seed=1)
     with pytest.raises(ValueError, match=r"holds? (inf|nan) at index \("):
         forward(x, None, None)
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa", "library"])
+def test_mha_forwards_without_keys_raise_naming_context(
+    path, make_module, make_tensor
+):
+    forward = paths(make_module(D_MODEL, N_HEAD))[path]
+    x = make_tensor((B, TQ, D_MODEL))
+    context = make_tensor((B, 0, D_MODEL))
+    with pytest.raises(
+        ValueError,
+        match=r"context must hold at least one "
+        rf"position, got shape \({B}, 0, {D_MODEL}\)",
+    ):
+        forward(x, None, context)
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa", "library"])
+def test_mha_forwards_reject_bad_x_naming_it(path, make_module, make_tensor):
+    forward = paths(make_module(D_MODEL, N_HEAD))[path]
+    x = make_tensor((B, TQ, D_MODEL))  # float64, as the module
+    with pytest.raises(
+        TypeError,
+        match=r"x has dtype torch.int64; "
+        r"expected a real floating dtype",
+    ):
+        forward(x.long(), None, None)
+    with pytest.raises(
+        TypeError,
+        match=r"x has dtype torch.float32 but "
+        r"the module's weights are torch.float64",
+    ):
+        forward(x.float(), None, None)
+    with pytest.raises(
+        ValueError,
+        match=r"x must have shape \(B, T, "
+        rf"d_model={D_MODEL}\), got \({B}, {TQ}, 6\)",
+    ):
+        forward(x[..., :6], None, None)
+    with pytest.raises(
+        ValueError,
+        match=rf"context batch \(1, {TQ}, {D_MODEL}\) does "
+        rf"not match x batch \({B}, {TQ}, {D_MODEL}\)",
+    ):
+        forward(x, None, x[:1])
+    x[1, 2, 0] = float("nan")
+    with pytest.raises(
+        ValueError,
+        match=rf"x of shape \({B}, {TQ}, {D_MODEL}\) holds "
+        r"nan at index \(1, 2, 0\)",
+    ):
+        forward(x, None, None)
+
+
+@pytest.mark.parametrize(
+    "mask",
+    [
+        torch.tensor([False, False, True, False]),  # (Tk,): key 2 blocked
+        torch.tensor(False),  # 0-d: nothing blocked
+    ],
+    ids=["Tk", "0-d"],
+)
+def test_sdpa_forward_accepts_1d_and_0d_masks(mask, make_module, make_tensor):
+    module = make_module(D_MODEL, N_HEAD)
+    x = make_tensor((B, TQ, D_MODEL), seed=1)  # self-attention: Tk = 4
+    expected, _ = module(x, mask)
+    tol = {"atol": atol(torch.float64), "rtol": 0}
+    for name, run in paths(module).items():
+        torch.testing.assert_close(
+            run(x, mask, None), expected, **tol, msg=name
+        )
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present")
+def test_mha_on_missing_cuda_raises_naming_device():
+    with pytest.raises(
+        ValueError,
+        match=r"device='cuda' asks for CUDA, "
+        r"but torch.cuda.is_available\(\) is False",
+    ):
+        torch_ref.MultiHeadAttention(D_MODEL, N_HEAD, device="cuda")
 
 
 def test_sdpa_forward_is_not_affected_by_train_mode(make_module, make_tensor):
