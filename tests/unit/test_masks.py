@@ -520,3 +520,34 @@ def test_key_padding_mask_refuses_no_sequence_naming_lengths(ref, lengths):
         ref.key_padding_mask(value)
     with pytest.raises(ValueError, match=r"lengths must hold one length per"):
         ref.key_padding_mask(value, tk=4)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda r: r.prefix_lm_mask(np.array([2**63], np.uint64), [0, 1], 0),
+        lambda r: r.sliding_window_mask([1e300], [0], 2),
+        lambda r: r.chunked_mask([0, 1], [0, 1], 2**70),
+        lambda r: r.sliding_window_mask([0], [0], 2**63),
+        lambda r: r.sliding_window_mask([0], [0], 2, sink_tokens=2**70),
+        lambda r: r.prefix_lm_mask([0], [0], 2**64),
+    ],
+)
+def test_rules_refuse_positions_and_sizes_beyond_int64(ref, call):
+    # compared as int64, 2**63 wrapped to -2**63 and 1e300 to a negative
+    # number: a wrong mask without a word (numpy), an OverflowError (torch)
+    with pytest.raises(ValueError, match="beyond int64"):
+        call(ref)
+
+
+def test_rules_take_the_largest_int64_sizes(ref):
+    # a size at the edge of int64 is a window or prefix that covers all
+    big = 2**63 - 1
+    got = ref.sliding_window_mask([0, 1], [0, 1], big, sink_tokens=big)
+    assert as_numpy(got).tolist() == [[False, True], [False, False]]
+    assert not as_numpy(ref.prefix_lm_mask([0, 1], [0, 1], big)).any()
+
+
+def test_rules_name_a_ragged_list_of_positions(ref):
+    with pytest.raises(TypeError, match="query_positions must be numbers"):
+        ref.sliding_window_mask([[0, 1], [2]], [0, 1], 2)
