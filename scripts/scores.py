@@ -86,9 +86,9 @@ scales = {
     "gemma": conventions.default_scale(d_27b, "gemma", 144),
     "t5": conventions.default_scale(d_27b, "t5"),
 }
-n_rows = 4000
-q_rows = randn(n_rows, 1, d_27b, scale=2.0)  # one query per row, (N, 1, d)
-k_rows = randn(n_rows, T, d_27b, scale=2.0)  # its T keys, (N, T, d)
+n_rows, entry_std = 4000, 2.0  # as the batch's queries and keys
+q_rows = randn(n_rows, 1, d_27b, scale=entry_std)  # one query per row
+k_rows = randn(n_rows, T, d_27b, scale=entry_std)  # its T keys, (N, T, d)
 rows = (q_rows @ k_rows.transpose(-2, -1))[:, 0]  # raw scores q . k, (N, T)
 largest = {
     name: torch.softmax(rows * s, dim=-1).amax(dim=-1)  # (N,)
@@ -103,6 +103,8 @@ glue.value(
         "d_head": d_27b,
         "gemma_over_sqrt": scales["gemma"] / scales["sqrt"],
         "rows": n_rows,
+        "keys": T,
+        "entry_std": entry_std,
         "max_weight": sharpness,
         # the unscaled rows that are all but one-hot
         "t5_share_above_099": float((largest["t5"] > 0.99).double().mean()),

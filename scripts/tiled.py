@@ -6,10 +6,11 @@
 # against all ten keys (no mask), by hand. Fold
 # blocks of 3 keys into the running maximum $m$, sum $\ell$ and
 # unnormalised output $O$ with `online_softmax_update_numpy`, and print
-# them after each block. When a block brings a larger score (here the
-# last one), the earlier sums are scaled down by $e^{m - m'}$. At the
-# end $O / \ell$ is the plain softmax-weighted sum. Try another block
-# size, or another query row.
+# $m$ and $\ell$ after each block. Whenever a block brings a larger
+# score, $m$ rises to $m'$ and the earlier sums are scaled down by
+# $e^{m - m'}$ before the block's own terms are added, so $\ell$ can
+# fall when the rise is large. At the end $O / \ell$ is the plain
+# softmax-weighted sum. Try another block size, or another query row.
 
 # %%
 import json
