@@ -27,6 +27,23 @@ def positive_integer(value, name):
         raise ValueError(f"{name} must be positive, got {value}")
 
 
+def layer_sizes(d_model, n_head, n_kv_head, rope, base):
+    """The guards of a MultiHeadAttention's sizes, in one call.
+
+    d_model splits into n_head heads; n_kv_head (None: n_head) divides
+    n_head; the RoPE base > 0 (base ** (-2i / d) is finite), with rope
+    the head size is even. Returns (n_kv_head, d_head).
+    """
+    head_split(d_model, n_head)
+    n_kv_head = n_head if n_kv_head is None else n_kv_head
+    kv_head_split(n_head, n_kv_head)
+    rope_base(base)
+    d_head = d_model // n_head
+    if rope:
+        rope_head_size(d_head)
+    return n_kv_head, d_head
+
+
 def head_split(d_model, n_head):
     """Check that ``d_model`` splits evenly into ``n_head`` heads."""
     positive_integer(d_model, "d_model")
@@ -792,12 +809,16 @@ def _numpy_values(values):
     return array.dtype.kind, array
 
 
-def alibi_inputs(slopes, query_positions, key_positions):
+def alibi_inputs(slopes, query_positions, key_positions, as_array):
     """The guards of alibi_bias: (n_head,) finite slopes, 1-D positions.
 
-    Arrays or tensors; slopes and positions of any int or float dtype
-    (bool refused), finite.
+    Any sequence, array or tensor (an iterator is read once); slopes
+    and positions of any int or float dtype (bool refused), finite.
+    Returns the three through ``as_array`` (np.asarray, torch.as_tensor).
     """
+    slopes = array_of(slopes, "slopes", as_array)
+    query_positions = array_of(query_positions, "query_positions", as_array)
+    key_positions = array_of(key_positions, "key_positions", as_array)
     for name, value in (
         ("slopes", slopes),
         ("query_positions", query_positions),
@@ -817,6 +838,7 @@ def alibi_inputs(slopes, query_positions, key_positions):
             )
         if kind == "f":
             finite(values, name)
+    return slopes, query_positions, key_positions
 
 
 def backward_arrays(q, k, v, dout):
@@ -861,12 +883,14 @@ def scores_finite(scores, mask=None):
         )
 
 
-def model_arrays(x, context, d_model):
+def model_arrays(x, context, d_model, rope=False):
     """The guards of numpy_ref.MultiHeadAttention: x and context (or None).
 
     Returns them as float arrays (see float_arrays), x (B, Tq, d_model)
-    and context (B, Tk, d_model) with T >= 1.
+    and context (B, Tk, d_model) with T >= 1; a layer with rope takes no
+    context (rope_self_attention).
     """
+    rope_self_attention(rope, context is not None)
     if context is None:
         (x,) = float_arrays(x=x)
     else:
@@ -877,13 +901,13 @@ def model_arrays(x, context, d_model):
     return x, context
 
 
-def model_backward_arrays(x, context, dy, d_model):
+def model_backward_arrays(x, context, dy, d_model, rope=False):
     """The guards of numpy_ref.MultiHeadAttention.backward, in one call.
 
     x and context as model_arrays checks them; dy, the gradient of the
     output y (B, Tq, d_model), as a finite float array of x's shape.
     """
-    x, context = model_arrays(x, context, d_model)
+    x, context = model_arrays(x, context, d_model, rope)
     (dy,) = float_arrays(dy=dy)
     upstream(dy.shape, x.shape, "dy")  # y has x's shape
     return x, context, dy

@@ -8,14 +8,20 @@ shape or value; the checks both frameworks share are in checks.py.
 import numpy as np
 
 from mha_ref.checks import (
+    alibi_inputs,
     integer,
     is_tensor,
+    kv_head_split,
+    mask_dtype,
     no_nan_or_posinf,
     positive_integer,
     real_number,
     rope_head_size,
+    scores_shape,
+    sinks_shape,
+    softcap_value,
 )
-from mha_ref.checks_torch import float_tensors
+from mha_ref.checks_torch import float_tensors, mask_tensor
 
 
 def window_convention(window, library, libraries):
@@ -64,8 +70,9 @@ def layout_shape(shape, ndim, layout):
 
 
 def sink_key_inputs(k, v, sinks):
-    """k, v as float_tensors checks them; sinks a 1-D float tensor (H,)
-    of one dtype with them, -inf allowed (no sink), no NaN or +inf."""
+    """k, v as float_tensors checks them, agreeing in shape; sinks a 1-D
+    float tensor (H,), one per head, of one dtype with them, -inf
+    allowed (no sink), no NaN or +inf."""
     float_tensors(k=k, v=v)
     if not is_tensor(sinks) or sinks.dtype != k.dtype or sinks.dim() != 1:
         shape = tuple(getattr(sinks, "shape", ()))
@@ -74,13 +81,31 @@ def sink_key_inputs(k, v, sinks):
             f"{type(sinks).__name__} {getattr(sinks, 'dtype', '')} {shape}"
         )
     no_nan_or_posinf(sinks.detach().cpu().double().numpy(), "sinks", "none")
+    sinks_shape(sinks.shape, scores_shape(k.shape, k.shape, v.shape))
+
+
+def flex_mask(mask):
+    """A mask for to_mask_mod: bool (True = blocked), (Tq, Tk)."""
+    mask_dtype(mask.dtype)
+    layout_shape(mask.shape, 2, "(Tq, Tk)")
+
+
+def softcap_inputs(scores, mask, softcap):
+    """mask_then_softcap's inputs: finite float scores, a bool mask that
+    broadcasts to them (returned expanded), a positive finite softcap."""
+    softcap_value(softcap)
+    float_tensors(scores=scores)  # the raw scores: finite
+    return mask_tensor(mask, scores.shape, scores.device, "zero")
 
 
 HEAD_LAYOUTS = ("consecutive", "strided")
 
 
-def head_layout(layout):
-    """How query heads share key/value heads: consecutive or strided."""
+def head_layout(n_head, n_kv_head, layout):
+    """n_head query heads sharing n_kv_head key/value heads (it divides
+    n_head), consecutive or strided."""
+    positive_integer(n_head, "n_head")
+    kv_head_split(n_head, n_kv_head)
     if layout not in HEAD_LAYOUTS:
         raise ValueError(
             f"layout must be one of {HEAD_LAYOUTS}, got {layout!r}"
@@ -107,13 +132,16 @@ def scale_convention(d_head, convention, query_pre_attn_scalar):
             )
 
 
-def fill_value(fill, dtype):
-    """A fill for blocked scores: "-inf", "min" or a number, as a float.
+def fill_value(mask, fill, dtype):
+    """A fill for blocked scores: "-inf", "min" or a number, as a float,
+    for a bool mask (True = blocked).
 
     ``dtype``: a torch floating dtype; a number it cannot hold (-1e9 in
     float16) is refused, where masked_fill would raise a RuntimeError.
     """
     import torch  # only the torch converters call this
+
+    mask_dtype(mask.dtype)
 
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
         raise TypeError(f"dtype must be a torch floating dtype, got {dtype}")
@@ -143,3 +171,11 @@ def rope_weight(shape, n_head):
             f"split into n_head heads, got shape {shape}"
         )
     rope_head_size(shape[0] // n_head)
+
+
+def alibi_row(slopes, t):
+    """A one-row ALiBi form's inputs: (H,) finite slopes, returned as
+    float64, and t >= 1 keys."""
+    positive_integer(t, "t")
+    slopes, _, _ = alibi_inputs(slopes, range(t), range(t), np.asarray)
+    return slopes.astype(np.float64)

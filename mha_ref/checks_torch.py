@@ -19,6 +19,7 @@ from mha_ref.checks import (
     model_input,
     modifier_kind,
     no_nan_or_posinf,
+    rope_self_attention,
     rows_without_keys_or_sink,
     score_scale,
     scores_finite,
@@ -28,6 +29,9 @@ from mha_ref.checks import (
     tensor_finite,
     tensor_kind,
     upstream,
+)
+from mha_ref.checks import (
+    layer_sizes as shared_layer_sizes,
 )
 
 
@@ -201,12 +205,14 @@ def backward_tensors(q, k, v, dout):
     return group
 
 
-def model_tensors(x, context, d_model, weight):
+def model_tensors(x, context, d_model, weight, rope=False):
     """The guards of a torch module's forward: x and context (or None).
 
     x (B, Tq, d_model), context (B, Tk, d_model), both of the dtype and
-    on the device of ``weight``, finite, with T >= 1.
+    on the device of ``weight``, finite, with T >= 1; a layer with rope
+    takes no context (rope_self_attention).
     """
+    rope_self_attention(rope, context is not None)
     named = {"x": x} if context is None else {"x": x, "context": context}
     float_tensors(**named)
     if x.dtype != weight.dtype:
@@ -223,6 +229,15 @@ def model_tensors(x, context, d_model, weight):
     model_input(x.shape, d_model)
     if context is not None:
         context_input(x.shape, context.shape, d_model)
+
+
+def layer_sizes(d_model, n_head, n_kv_head, rope, base, on, cuda):
+    """checks.layer_sizes, and the device ``on`` (None, "cpu", "cuda",
+    ...) refused when it asks for CUDA and ``cuda`` (torch sees a GPU)
+    is False. Returns (n_kv_head, d_head)."""
+    sizes = shared_layer_sizes(d_model, n_head, n_kv_head, rope, base)
+    device(on, cuda)
+    return sizes
 
 
 def device(device, cuda_available):

@@ -21,7 +21,7 @@ the grouped-query head map, scale defaults and fill values.
 import numpy as np
 import torch
 
-from mha_ref import checks, checks_conventions, checks_torch, numpy_ref
+from mha_ref import checks, checks_conventions, numpy_ref
 
 
 # --8<-- [start:rope-interleaved]
@@ -108,10 +108,7 @@ def to_sdpa_mask(mask):
 
 def to_mask_mod(mask):
     """Ours, a (Tq, Tk) mask, as a FlexAttention mask_mod (True = keep)."""
-    checks.mask_dtype(mask.dtype)
-    checks_conventions.layout_shape(
-        mask.shape, 2, "(Tq, Tk)"
-    )  # indexed [q, kv]
+    checks_conventions.flex_mask(mask)  # bool (Tq, Tk): indexed [q, kv]
 
     def mask_mod(b, h, q_idx, kv_idx):  # batch, head, query, key index
         return ~mask[q_idx, kv_idx]
@@ -168,9 +165,7 @@ def alibi_bias_key_only(slopes, t):
     It differs from -slope (q - k) by slope * q, a constant per row,
     which the softmax ignores (modeling_bloom.py, build_alibi_tensor).
     """
-    checks.positive_integer(t, "t")
-    checks.alibi_inputs(np.asarray(slopes), np.arange(t), np.arange(t))
-    slopes = np.asarray(slopes, dtype=np.float64)  # (H,), finite
+    slopes = checks_conventions.alibi_row(slopes, t)  # (H,) float64
     return slopes[:, None, None] * np.arange(t)  # (H, 1, T)
 
 
@@ -180,9 +175,7 @@ def alibi_bias_last_key(slopes, t):
     Also a constant per row away from -slope (q - k) (modeling_mpt.py,
     build_mpt_alibi_tensor; flash-attn's causal reference alike).
     """
-    checks.positive_integer(t, "t")
-    checks.alibi_inputs(np.asarray(slopes), np.arange(t), np.arange(t))
-    slopes = np.asarray(slopes, dtype=np.float64)  # (H,), finite
+    slopes = checks_conventions.alibi_row(slopes, t)  # (H,) float64
     return slopes[:, None, None] * np.arange(1 - t, 1)  # (H, 1, T)
 
 
@@ -212,9 +205,7 @@ def learned_sink_as_key(k, v, sinks):
     and carry values; this key gives every query the same score and
     returns nothing. StreamingLLM's "zero sink" is sinks = 0.
     """
-    checks_conventions.sink_key_inputs(k, v, sinks)  # (H,) sinks, -inf allowed
-    shape = checks.scores_shape(k.shape, k.shape, v.shape)  # k, v agree
-    checks.sinks_shape(sinks.shape, shape)  # one sink per head: (H,)
+    checks_conventions.sink_key_inputs(k, v, sinks)  # one sink per head
     zero_k = k.new_zeros(*k.shape[:-2], 1, k.shape[-1])  # (B, H, 1, d)
     zero_v = v.new_zeros(*v.shape[:-2], 1, v.shape[-1])  # (B, H, 1, dv)
     bias = k.new_zeros(len(sinks), 1, k.shape[-2] + 1)  # (H, 1, Tk + 1)
@@ -232,9 +223,7 @@ def mask_then_softcap(scores, mask, softcap):
     largest score after the cap. Gemma 2 caps first, then masks (as
     attention does), and the masked weight is 0.
     """
-    checks.softcap_value(softcap)
-    checks_torch.float_tensors(scores=scores)  # the raw scores: finite
-    checks_torch.mask_tensor(mask, scores.shape, scores.device, "zero")
+    mask = checks_conventions.softcap_inputs(scores, mask, softcap)
     filled = scores.masked_fill(mask, float("-inf"))  # mask first
     return (softcap * torch.tanh(filled / softcap)).softmax(dim=-1)
     # --8<-- [end:softcap-after-mask]
@@ -263,9 +252,7 @@ def kv_head_of(n_head, n_kv_head, layout):
     repeat_interleave gives. "strided": h % H_kv, the query heads of
     one key/value head H_kv apart, what x.repeat or np.tile give.
     """
-    checks.positive_integer(n_head, "n_head")
-    checks.kv_head_split(n_head, n_kv_head)
-    checks_conventions.head_layout(layout)
+    checks_conventions.head_layout(n_head, n_kv_head, layout)
     h = torch.arange(n_head)
     if layout == "consecutive":
         return h // (n_head // n_kv_head)  # (H,)
@@ -301,10 +288,7 @@ def additive_mask(mask, dtype, fill="-inf"):
     the softmax of its own blocked scores: uniform only where the fill
     drowns them (finfo.min always; -1e9 for small scores in float32).
     """
-    checks.mask_dtype(mask.dtype)
-    value = checks_conventions.fill_value(
-        fill, dtype
-    )  # a float the dtype holds
+    value = checks_conventions.fill_value(mask, fill, dtype)  # a float
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(mask, value)
     # --8<-- [end:additive-mask]

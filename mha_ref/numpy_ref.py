@@ -515,10 +515,9 @@ def alibi_bias(slopes, query_positions, key_positions):
     >>> alibi_bias([0.5], [2], [0, 1, 2]).tolist()
     [[[-1.0, -0.5, 0.0]]]
     """
-    slopes = checks.array_of(slopes, "slopes", np.asarray)  # iterators too
-    q_pos = checks.array_of(query_positions, "query_positions", np.asarray)
-    k_pos = checks.array_of(key_positions, "key_positions", np.asarray)
-    checks.alibi_inputs(slopes, q_pos, k_pos)  # (H,), 1-D positions
+    slopes, q_pos, k_pos = checks.alibi_inputs(
+        slopes, query_positions, key_positions, np.asarray
+    )  # (H,) slopes, 1-D positions, finite
     dtype = slopes.dtype if slopes.dtype.kind == "f" else np.float64
     # -m (i - j) = m (j - i): 0 on the diagonal, negative before it
     q_pos, k_pos = q_pos.astype(dtype), k_pos.astype(dtype)  # no uint wrap
@@ -546,15 +545,11 @@ class MultiHeadAttention:
         rope_base=10000.0,
         seed=0,
     ):
-        checks.head_split(d_model, n_head)
-        self.n_kv_head = n_head if n_kv_head is None else n_kv_head
-        checks.kv_head_split(n_head, self.n_kv_head)
+        self.n_kv_head, self.d_head = checks.layer_sizes(
+            d_model, n_head, n_kv_head, rope, rope_base
+        )  # H_kv (default H) divides H; d_head = d_model / H
         self.d_model, self.n_head = d_model, n_head
-        self.d_head = d_model // n_head
         self.rope, self.rope_base = rope, rope_base
-        checks.rope_base(rope_base)  # > 0: base ** (-2i / d) is finite
-        if rope:
-            checks.rope_head_size(self.d_head)
         rng = np.random.default_rng(seed)
         bound = 1 / np.sqrt(d_model)  # nn.Linear's default init range
 
@@ -632,11 +627,9 @@ class MultiHeadAttention:
         ``positions`` (Tq,): where the rows of x sit, for RoPE only
         (default 0 .. Tq - 1).
         """
-        x, context = checks.model_arrays(x, context, self.d_model)
+        x, context = checks.model_arrays(x, context, self.d_model, self.rope)
         if context is None:
-            context = x  # self-attention
-        else:
-            checks.rope_self_attention(self.rope, has_context=True)
+            context = x  # self-attention (with rope, always)
         # Q = X Wq, K = X Wk, V = X Wv: one GEMM for all heads
         q = self.split_heads(_linear(x, self.Wq, self.bq))  # (B, H, T, dh)
         k = self.split_heads(_linear(context, self.Wk, self.bk))  # H_kv
@@ -663,13 +656,11 @@ class MultiHeadAttention:
         and "context" the keys and values.
         """
         x, context, dy = checks.model_backward_arrays(
-            x, context, dy, self.d_model
+            x, context, dy, self.d_model, self.rope
         )  # float arrays; dy (B, Tq, d_model) as y
         cross = context is not None
         if not cross:
             context = x  # x feeds all three projections
-        else:
-            checks.rope_self_attention(self.rope, has_context=True)
         grads = {}
         # the forward again: backward needs its intermediate values
         q = self.split_heads(_linear(x, self.Wq, self.bq))  # (B, H, T, dh)

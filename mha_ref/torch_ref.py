@@ -429,11 +429,9 @@ def alibi_bias(slopes, query_positions, key_positions):
     positive bias and need the causal mask. Float slopes keep their
     dtype; integer slopes compute in float64.
     """
-    as_tensor = torch.as_tensor  # an iterator is read once, as a list
-    slopes = checks.array_of(slopes, "slopes", as_tensor)
-    q_pos = checks.array_of(query_positions, "query_positions", as_tensor)
-    k_pos = checks.array_of(key_positions, "key_positions", as_tensor)
-    checks.alibi_inputs(slopes, q_pos, k_pos)  # (H,), 1-D positions
+    slopes, q_pos, k_pos = checks.alibi_inputs(
+        slopes, query_positions, key_positions, torch.as_tensor
+    )  # (H,) slopes, 1-D positions, finite
     q_pos, k_pos = q_pos.to(slopes.device), k_pos.to(slopes.device)
     dtype = slopes.dtype if slopes.is_floating_point() else torch.float64
     q_pos, k_pos = q_pos.to(dtype), k_pos.to(dtype)  # no uint wrap
@@ -464,16 +462,12 @@ class MultiHeadAttention(nn.Module):
         dtype=None,
     ):
         super().__init__()
-        checks.head_split(d_model, n_head)
-        checks_torch.device(device, torch.cuda.is_available())
-        self.n_kv_head = n_head if n_kv_head is None else n_kv_head
-        checks.kv_head_split(n_head, self.n_kv_head)
+        cuda = torch.cuda.is_available()  # a CUDA device needs one
+        self.n_kv_head, self.d_head = checks_torch.layer_sizes(
+            d_model, n_head, n_kv_head, rope, rope_base, device, cuda
+        )  # H_kv (default H) divides H; d_head = d_model / H
         self.d_model, self.n_head = d_model, n_head
-        self.d_head = d_model // n_head
         self.rope, self.rope_base = rope, rope_base
-        checks.rope_base(rope_base)  # > 0: base ** (-2i / d) is finite
-        if rope:
-            checks.rope_head_size(self.d_head)
         kw = {"bias": bias, "device": device, "dtype": dtype}
         d_kv = self.n_kv_head * self.d_head  # d_model when n_kv_head = H
         # nn.Linear stores its weight as (out, in) and computes x @ W.T
@@ -505,11 +499,10 @@ class MultiHeadAttention(nn.Module):
         ``positions`` (Tq,): where the rows of x sit, for RoPE only
         (default 0 .. Tq - 1).
         """
-        checks_torch.model_tensors(x, context, self.d_model, self.wq.weight)
+        weight = self.wq.weight  # the module's dtype and device
+        checks_torch.model_tensors(x, context, self.d_model, weight, self.rope)
         if context is None:
             context = x  # self-attention
-        else:
-            checks.rope_self_attention(self.rope, has_context=True)
         q = self.split_heads(self.wq(x))  # (B, H, Tq, dh)
         k = self.split_heads(self.wk(context))  # (B, H_kv, Tk, dh)
         v = self.split_heads(self.wv(context))  # (B, H_kv, Tk, dh)
