@@ -103,7 +103,7 @@ glue.value(
         "d_head": d_27b,
         "gemma_over_sqrt": scales["gemma"] / scales["sqrt"],
         "rows": n_rows,
-        "keys": T,
+        "keys_per_row": T,
         "entry_std": entry_std,
         "max_weight": sharpness,
         # the unscaled rows that are all but one-hot
