@@ -119,7 +119,9 @@ format: $(STAMP) ## apply ruff format and ruff's fixes
 
 # constraints.txt pins every version tested. torch first, alone: from
 # pip's own sources when they hold the +cpu wheel, else its CPU index;
-# then the rest, whose indexes need not know +cpu.
+# then the rest, whose indexes need not know +cpu, with uv (pinned too),
+# which installs them in seconds where pip takes half a minute (the
+# torch installed stays: it meets the pin); pip again if uv fails.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -127,7 +129,10 @@ $(STAMP): pyproject.toml constraints.txt
 	  || { echo "trying torch's CPU index $(TORCH_INDEX)"; \
 	       $(PY) -m pip install -q -c constraints.txt --no-deps \
 	         $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch; }
-	$(PY) -m pip install -q -c constraints.txt -e '.[docs,dev]'
+	{ $(PY) -m pip install -q -c constraints.txt uv && \
+	  VIRTUAL_ENV=$(VENV) $(VENV)/bin/uv pip install -q \
+	    -c constraints.txt -e '.[docs,dev]'; } \
+	  || $(PY) -m pip install -q -c constraints.txt -e '.[docs,dev]'
 	touch $@
 
 setup: $(STAMP) ## create .venv and install the pinned packages
