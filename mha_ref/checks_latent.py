@@ -12,6 +12,7 @@ import numpy as np
 
 from mha_ref.checks import (
     array_of,
+    float_arrays,
     is_tensor,
     mask_array,
     model_arrays,
@@ -23,7 +24,8 @@ from mha_ref.checks import (
 from mha_ref.checks import (
     rope_base as rope_base_value,
 )
-from mha_ref.checks_torch import mask_tensor, model_tensors
+from mha_ref.checks_torch import device as torch_device
+from mha_ref.checks_torch import float_tensors, mask_tensor, model_tensors
 
 SHAPE_NAMES = (
     "kv_lora_rank",
@@ -43,12 +45,15 @@ def latent_shapes(
     q_lora_rank,
     rope_base,
     rope_interleave,
+    device=None,
+    cuda=False,
 ):
     """The guards of MultiHeadLatentAttention's constructor, both mirrors.
 
     Every size an int >= 1 (q_lora_rank may be None: no query
     bottleneck), qk_rope_head_dim even (RoPE turns pairs), rope_base a
-    finite number > 0, rope_interleave a bool.
+    finite number > 0, rope_interleave a bool; for latent_torch, a CUDA
+    ``device`` only where ``cuda`` (torch sees a GPU).
     """
     sizes = {
         "d_model": d_model,
@@ -74,6 +79,7 @@ def latent_shapes(
             f"rotary rows in adjacent pairs, or in halves), got "
             f"{rope_interleave!r}"
         )
+    torch_device(device, cuda)  # latent_torch: CUDA only where torch has it
 
 
 def state_dict_shapes(expected, given, strict=True, where="module"):
@@ -107,12 +113,44 @@ def state_dict_shapes(expected, given, strict=True, where="module"):
         )
 
 
+def state_dict_arrays(expected, state_dict, where):
+    """The guards of latent_numpy's load_state_dict: the names and shapes
+    of ``expected`` (state_dict_shapes, strict), each value an array
+    (not a tensor), finite floats. Returns {name: float array}."""
+    given = {n: np.shape(w) for n, w in state_dict.items()}
+    state_dict_shapes(expected, given, where=where)
+    arrays = {}
+    for name, weight in state_dict.items():
+        not_a_tensor(weight, name, "its .numpy()")
+        (arrays[name],) = float_arrays(**{name: weight})
+    return arrays
+
+
+def rms_norm_arrays(x, weight, eps):
+    """The guards of latent_numpy.rms_norm: x (..., d) and weight (d,)
+    as finite float arrays (returned), eps as rms_norm_inputs checks it."""
+    x, weight = float_arrays(x=x, weight=weight)
+    rms_norm_inputs(weight.shape, eps, x.shape)
+    return x, weight
+
+
+def rms_norm_tensor(x, weight, eps):
+    """The guards of latent_torch.RMSNorm's forward: x a finite float
+    tensor (..., d) for the gain (d,), eps as rms_norm_inputs checks it."""
+    float_tensors(x=x)
+    rms_norm_inputs(weight.shape, eps, x.shape)
+
+
 def rms_norm_inputs(weight_shape, eps, x_shape=None):
     """The guards of rms_norm and latent_torch.RMSNorm, both mirrors.
 
-    A gain of shape (d,), d >= 1; eps a positive finite number (it
-    keeps a row of zeros from 0 / 0); x (..., d) when given.
+    A gain of shape (d,), d >= 1 (an int d: that size, checked as an
+    int); eps a positive finite number (it keeps a row of zeros from
+    0 / 0); x (..., d) when given.
     """
+    if not hasattr(weight_shape, "__len__"):  # a size d
+        positive_integer(weight_shape, "d")
+        weight_shape = (weight_shape,)
     shape = tuple(weight_shape)
     if len(shape) != 1 or shape[0] < 1:
         raise ValueError(f"weight must be (d,) with d >= 1, got {shape}")

@@ -31,6 +31,9 @@ from mha_ref.checks import (
     upstream,
 )
 from mha_ref.checks import (
+    causal_shape as shared_causal_shape,
+)
+from mha_ref.checks import (
     layer_sizes as shared_layer_sizes,
 )
 
@@ -238,6 +241,26 @@ def layer_sizes(d_model, n_head, n_kv_head, rope, base, on, cuda):
     sizes = shared_layer_sizes(d_model, n_head, n_kv_head, rope, base)
     device(on, cuda)
     return sizes
+
+
+def causal_shape(t, tk, align, on, cuda):
+    """checks.causal_shape, and the device ``on`` refused when it asks for
+    CUDA and ``cuda`` (torch sees a GPU) is False. Returns (Tk, offset)."""
+    shape = shared_causal_shape(t, tk, align)
+    device(on, cuda)
+    return shape
+
+
+def library_inputs(library, x, mask, context):
+    """library_forward's inputs: x and context as model_tensors checks
+    them for the nn.MultiheadAttention, and a mask (or None) that
+    broadcasts to (B, H, Tq, Tk)."""
+    weight = library.out_proj.weight  # the module's dtype and device
+    model_tensors(x, context, library.embed_dim, weight)
+    if mask is not None:
+        tk = (x if context is None else context).shape[1]
+        shape = (x.shape[0], library.num_heads, x.shape[1], tk)
+        mask_tensor(mask, shape)
 
 
 def device(device, cuda_available):

@@ -21,8 +21,7 @@ def rms_norm(x, weight, eps=1e-6):
     As Hugging Face's DeepseekV3RMSNorm (eps 1e-6): a learned gain per
     feature, no bias, no mean subtracted.
     """
-    x, weight = checks.float_arrays(x=x, weight=weight)  # finite floats
-    checks_latent.rms_norm_inputs(weight.shape, eps, x.shape)  # eps > 0
+    x, weight = checks_latent.rms_norm_arrays(x, weight, eps)  # floats
     # rms = sqrt(mean(x^2) + eps), one per row
     rms = np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps)
     return x / rms * weight  # (..., d)
@@ -118,13 +117,10 @@ class MultiHeadLatentAttention:
         Values are arrays (a torch state_dict: convert with .numpy());
         a wrong name or shape is refused, naming the parameter.
         """
-        given = {n: np.shape(w) for n, w in state_dict.items()}
-        checks_latent.state_dict_shapes(
-            self.weight_shapes(), given, where=type(self)
-        )
-        for name, weight in state_dict.items():
-            checks.not_a_tensor(weight, name, "its .numpy()")
-            (weight,) = checks.float_arrays(**{name: weight})
+        weights = checks_latent.state_dict_arrays(
+            self.weight_shapes(), state_dict, type(self)
+        )  # every name and shape, as float arrays
+        for name, weight in weights.items():
             self._set(name, weight)
 
     # --8<-- [start:mla-rotate]

@@ -50,14 +50,12 @@ class RMSNorm(nn.Module):
 
     def __init__(self, d, eps=1e-6, device=None, dtype=None):
         super().__init__()
-        checks.positive_integer(d, "d")
-        checks_latent.rms_norm_inputs((d,), eps)  # eps > 0, finite
+        checks_latent.rms_norm_inputs(d, eps)  # d >= 1; eps > 0, finite
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
 
     def forward(self, x):
-        checks_torch.float_tensors(x=x)  # floating, finite
-        checks_latent.rms_norm_inputs(self.weight.shape, self.eps, x.shape)
+        checks_latent.rms_norm_tensor(x, self.weight, self.eps)  # floats
         wide = x.to(torch.promote_types(x.dtype, torch.float32))
         # rms = sqrt(mean(x^2) + eps), one per row
         rms = (wide.pow(2).mean(dim=-1, keepdim=True) + self.eps).sqrt()
@@ -104,8 +102,9 @@ class MultiHeadLatentAttention(nn.Module):
             q_lora_rank,
             rope_base,
             rope_interleave,
+            device,
+            torch.cuda.is_available(),  # a CUDA device needs one
         )
-        checks_torch.device(device, torch.cuda.is_available())
         self.d_model, self.n_head = d_model, n_head
         self.kv_lora_rank, self.q_lora_rank = kv_lora_rank, q_lora_rank
         self.qk_nope_head_dim = qk_nope_head_dim

@@ -224,8 +224,8 @@ def causal_mask(t, tk=None, align=None, device=None):
     last key (flash-attn, a KV cache); a query before every key is a
     row with no allowed key.
     """
-    tk, offset = checks.causal_shape(t, tk, align)  # offset 0 or tk - t
-    checks_torch.device(device, torch.cuda.is_available())  # a clear error
+    cuda = torch.cuda.is_available()  # a CUDA device needs one
+    tk, offset = checks_torch.causal_shape(t, tk, align, device, cuda)
     ones = torch.ones(t, tk, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1 + offset)
     # --8<-- [end:causal-mask]
@@ -582,13 +582,11 @@ def library_forward(library, x, mask=None, context=None):
 
     A per-head or per-batch mask becomes the (B * H, Tq, Tk) it expects.
     """
-    weight = library.out_proj.weight  # the module's dtype and device
-    checks_torch.model_tensors(x, context, library.embed_dim, weight)
+    checks_torch.library_inputs(library, x, mask, context)  # mask (B, H, ..)
     context = x if context is None else context
     b, tq, tk = x.shape[0], x.shape[1], context.shape[1]
     h = library.num_heads
     if mask is not None:
-        checks_torch.mask_tensor(mask, (b, h, tq, tk))
         mask = mask.expand(b, h, tq, tk).reshape(b * h, tq, tk)
         if b == 0:  # torch cannot split a (0, Tq, Tk) mask into heads
             mask = mask.new_zeros(tq, tk)  # no sequence: nothing to block
