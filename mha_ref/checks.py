@@ -6,7 +6,8 @@ shape, index or row in its message; none uses ``assert``, which
 file, so a notebook carries only those its page imports: tensors
 (checks_torch.py), the tiled passes (checks_tiles.py), the KV cache
 (checks_cache.py), the conventions' translations
-(checks_conventions.py) and the trained heads (checks_induction.py).
+(checks_conventions.py), latent attention (checks_latent.py), the cost
+model (checks_cost.py) and the trained heads (checks_induction.py).
 """
 
 from collections.abc import Iterator
