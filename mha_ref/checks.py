@@ -28,12 +28,29 @@ def positive_integer(value, name):
         raise ValueError(f"{name} must be positive, got {value}")
 
 
-def layer_sizes(d_model, n_head, n_kv_head, rope, base):
+def cuda_device(device, cuda_available):
+    """Refuse a CUDA device when torch sees none, naming what was asked."""
+    wants_cuda = str(device).startswith("cuda") or (
+        isinstance(device, int) and not isinstance(device, bool)
+    )
+    if device is not None and wants_cuda and not cuda_available:
+        raise ValueError(
+            f"device={device!r} asks for CUDA, but "
+            f"torch.cuda.is_available() is False here (no GPU, or a "
+            f"CPU-only torch build); use device='cpu' or None"
+        )
+
+
+def layer_sizes(
+    d_model, n_head, n_kv_head, rope, base, device=None, cuda=False
+):
     """The guards of a MultiHeadAttention's sizes, in one call.
 
     d_model splits into n_head heads; n_kv_head (None: n_head) divides
     n_head; the RoPE base > 0 (base ** (-2i / d) is finite), with rope
-    the head size is even. Returns (n_kv_head, d_head).
+    the head size is even; a CUDA ``device`` only where ``cuda`` (torch
+    sees a GPU; the NumPy layer has no device). Returns (n_kv_head,
+    d_head).
     """
     head_split(d_model, n_head)
     n_kv_head = n_head if n_kv_head is None else n_kv_head
@@ -42,6 +59,7 @@ def layer_sizes(d_model, n_head, n_kv_head, rope, base):
     d_head = d_model // n_head
     if rope:
         rope_head_size(d_head)
+    cuda_device(device, cuda)
     return n_kv_head, d_head
 
 
@@ -842,6 +860,12 @@ def alibi_inputs(slopes, query_positions, key_positions, as_array):
     return slopes, query_positions, key_positions
 
 
+def grouped_output_shape(q_shape, k_shape, v_shape):
+    """The output's shape (..., Tq, dv) and G = H // H_kv, checked once."""
+    shape, group = grouped_scores_shape(q_shape, k_shape, v_shape)
+    return (*shape[:-1], tuple(v_shape)[-1]), group
+
+
 def backward_arrays(q, k, v, dout):
     """The guards of a NumPy backward pass, in one call.
 
@@ -853,8 +877,8 @@ def backward_arrays(q, k, v, dout):
     """
     q, k, v = float_arrays(q=q, k=k, v=v)
     (dout,) = float_arrays(dout=dout)
-    shape, group = grouped_scores_shape(q.shape, k.shape, v.shape)
-    upstream(dout.shape, (*shape[:-1], v.shape[-1]))  # (..., Tq, dv)
+    out_shape, group = grouped_output_shape(q.shape, k.shape, v.shape)
+    upstream(dout.shape, out_shape)
     return q, k, v, dout.astype(q.dtype, copy=False), group
 
 
@@ -914,13 +938,14 @@ def model_backward_arrays(x, context, dy, d_model, rope=False):
     return x, context, dy
 
 
-def causal_shape(t, tk, align):
+def causal_shape(t, tk, align, device=None, cuda=False):
     """A causal mask's (Tk, offset): key j is blocked when j > i + offset.
 
     Square (tk None or t): offset 0. For tk != t the caller must say
     which corner the diagonal starts from: "top_left" (offset 0, SDPA's
     is_causal) or "bottom_right" (offset tk - t, flash-attn's causal and
-    a KV cache: the t queries are the last t of the tk positions).
+    a KV cache: the t queries are the last t of the tk positions). A
+    CUDA ``device`` only where ``cuda`` (torch_ref's mask).
     """
     positive_integer(t, "t")
     tk = t if tk is None else tk
@@ -936,6 +961,7 @@ def causal_shape(t, tk, align):
             f"say which corner it aligns to, align='top_left' (SDPA's "
             f"is_causal) or align='bottom_right' (flash-attn, a KV cache)"
         )
+    cuda_device(device, cuda)  # torch_ref's mask: CUDA only where it is
     return tk, (tk - t if align == "bottom_right" else 0)
 
 

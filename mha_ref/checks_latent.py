@@ -12,6 +12,7 @@ import numpy as np
 
 from mha_ref.checks import (
     array_of,
+    cuda_device,
     float_arrays,
     is_tensor,
     mask_array,
@@ -24,7 +25,6 @@ from mha_ref.checks import (
 from mha_ref.checks import (
     rope_base as rope_base_value,
 )
-from mha_ref.checks_torch import device as torch_device
 from mha_ref.checks_torch import float_tensors, mask_tensor, model_tensors
 
 SHAPE_NAMES = (
@@ -79,7 +79,7 @@ def latent_shapes(
             f"rotary rows in adjacent pairs, or in halves), got "
             f"{rope_interleave!r}"
         )
-    torch_device(device, cuda)  # latent_torch: CUDA only where torch has it
+    cuda_device(device, cuda)  # latent_torch: CUDA only where torch has it
 
 
 def state_dict_shapes(expected, given, strict=True, where="module"):
@@ -126,6 +126,13 @@ def state_dict_arrays(expected, state_dict, where):
     return arrays
 
 
+def rms_norm_size(d, eps):
+    """The guards of latent_torch.RMSNorm's constructor: d an int >= 1,
+    eps as rms_norm_inputs checks it."""
+    positive_integer(d, "d")
+    rms_norm_inputs((d,), eps)
+
+
 def rms_norm_arrays(x, weight, eps):
     """The guards of latent_numpy.rms_norm: x (..., d) and weight (d,)
     as finite float arrays (returned), eps as rms_norm_inputs checks it."""
@@ -144,13 +151,9 @@ def rms_norm_tensor(x, weight, eps):
 def rms_norm_inputs(weight_shape, eps, x_shape=None):
     """The guards of rms_norm and latent_torch.RMSNorm, both mirrors.
 
-    A gain of shape (d,), d >= 1 (an int d: that size, checked as an
-    int); eps a positive finite number (it keeps a row of zeros from
-    0 / 0); x (..., d) when given.
+    A gain of shape (d,), d >= 1; eps a positive finite number (it
+    keeps a row of zeros from 0 / 0); x (..., d) when given.
     """
-    if not hasattr(weight_shape, "__len__"):  # a size d
-        positive_integer(weight_shape, "d")
-        weight_shape = (weight_shape,)
     shape = tuple(weight_shape)
     if len(shape) != 1 or shape[0] < 1:
         raise ValueError(f"weight must be (d,) with d >= 1, got {shape}")

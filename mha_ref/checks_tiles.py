@@ -54,6 +54,11 @@ def tile_count(rule, query_shape, key_shape, block_q, block_k):
         )
     mask_rule(rule)
     positions(query_shape, key_shape)
+    block_sizes(block_q, block_k)
+
+
+def block_sizes(block_q, block_k):
+    """A tile's rows and columns: ints >= 1."""
     for name, value in (("block_q", block_q), ("block_k", block_k)):
         rule_int(value, name, 1)
 
@@ -61,8 +66,7 @@ def tile_count(rule, query_shape, key_shape, block_q, block_k):
 def inputs(q_shape, k_shape, v_shape, block_q, block_k):
     """A tiled pass's shapes and block sizes; returns (lead, Tq, Tk, dv)."""
     lead = qkv_shapes(q_shape, k_shape, v_shape)
-    for name, value in (("block_q", block_q), ("block_k", block_k)):
-        rule_int(value, name, 1)
+    block_sizes(block_q, block_k)
     tq, tk = q_shape[-2], k_shape[-2]
     if tq < 1 or tk < 1:
         raise ValueError(

@@ -11,6 +11,7 @@ from mha_ref.checks import (
     empty_rows_option,
     every_row_has_a_key,
     finite,
+    grouped_output_shape,
     grouped_scores_shape,
     integer,
     is_tensor,
@@ -29,12 +30,6 @@ from mha_ref.checks import (
     tensor_finite,
     tensor_kind,
     upstream,
-)
-from mha_ref.checks import (
-    causal_shape as shared_causal_shape,
-)
-from mha_ref.checks import (
-    layer_sizes as shared_layer_sizes,
 )
 
 
@@ -198,8 +193,8 @@ def backward_tensors(q, k, v, dout):
     """
     float_tensors(q=q, k=k, v=v)
     float_tensors(dout=dout)
-    shape, group = grouped_scores_shape(q.shape, k.shape, v.shape)
-    upstream(dout.shape, (*shape[:-1], v.shape[-1]))  # (..., Tq, dv)
+    out_shape, group = grouped_output_shape(q.shape, k.shape, v.shape)
+    upstream(dout.shape, out_shape)
     if dout.device != q.device:
         raise ValueError(
             f"dout is on {dout.device} but q, k and v are on {q.device}; "
@@ -234,23 +229,6 @@ def model_tensors(x, context, d_model, weight, rope=False):
         context_input(x.shape, context.shape, d_model)
 
 
-def layer_sizes(d_model, n_head, n_kv_head, rope, base, on, cuda):
-    """checks.layer_sizes, and the device ``on`` (None, "cpu", "cuda",
-    ...) refused when it asks for CUDA and ``cuda`` (torch sees a GPU)
-    is False. Returns (n_kv_head, d_head)."""
-    sizes = shared_layer_sizes(d_model, n_head, n_kv_head, rope, base)
-    device(on, cuda)
-    return sizes
-
-
-def causal_shape(t, tk, align, on, cuda):
-    """checks.causal_shape, and the device ``on`` refused when it asks for
-    CUDA and ``cuda`` (torch sees a GPU) is False. Returns (Tk, offset)."""
-    shape = shared_causal_shape(t, tk, align)
-    device(on, cuda)
-    return shape
-
-
 def library_inputs(library, x, mask, context):
     """library_forward's inputs: x and context as model_tensors checks
     them for the nn.MultiheadAttention, and a mask (or None) that
@@ -261,19 +239,6 @@ def library_inputs(library, x, mask, context):
         tk = (x if context is None else context).shape[1]
         shape = (x.shape[0], library.num_heads, x.shape[1], tk)
         mask_tensor(mask, shape)
-
-
-def device(device, cuda_available):
-    """Refuse a CUDA device when torch sees none, naming what was asked."""
-    wants_cuda = str(device).startswith("cuda") or (
-        isinstance(device, int) and not isinstance(device, bool)
-    )
-    if device is not None and wants_cuda and not cuda_available:
-        raise ValueError(
-            f"device={device!r} asks for CUDA, but "
-            f"torch.cuda.is_available() is False here (no GPU, or a "
-            f"CPU-only torch build); use device='cpu' or None"
-        )
 
 
 def finite_tensor(tensor, name):

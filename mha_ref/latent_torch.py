@@ -50,7 +50,7 @@ class RMSNorm(nn.Module):
 
     def __init__(self, d, eps=1e-6, device=None, dtype=None):
         super().__init__()
-        checks_latent.rms_norm_inputs(d, eps)  # d >= 1; eps > 0, finite
+        checks_latent.rms_norm_size(d, eps)  # d >= 1; eps > 0, finite
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
 

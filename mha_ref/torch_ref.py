@@ -225,7 +225,7 @@ def causal_mask(t, tk=None, align=None, device=None):
     row with no allowed key.
     """
     cuda = torch.cuda.is_available()  # a CUDA device needs one
-    tk, offset = checks_torch.causal_shape(t, tk, align, device, cuda)
+    tk, offset = checks.causal_shape(t, tk, align, device, cuda)
     ones = torch.ones(t, tk, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1 + offset)
     # --8<-- [end:causal-mask]
@@ -463,7 +463,7 @@ class MultiHeadAttention(nn.Module):
     ):
         super().__init__()
         cuda = torch.cuda.is_available()  # a CUDA device needs one
-        self.n_kv_head, self.d_head = checks_torch.layer_sizes(
+        self.n_kv_head, self.d_head = checks.layer_sizes(
             d_model, n_head, n_kv_head, rope, rope_base, device, cuda
         )  # H_kv (default H) divides H; d_head = d_model / H
         self.d_model, self.n_head = d_model, n_head
