@@ -2423,6 +2423,33 @@ ELSEWHERE = {
     "memory.peak_bytes_torch_cpu": "measures bytes: test_tiled.py",
     "tolerances.atol": "a table of tolerances: test_checks.py",
     **{
+        f"diagnose.{name}": "the checker: test_diagnose.py"
+        for name in (
+            "Case",
+            "Finding",
+            "Report",
+            "Mistakes",
+            "attend",
+            "layer_forward",
+            "explain",
+            "attention_cases",
+            "layer_cases",
+            "attention",
+            "layer",
+            "main",
+        )
+    },
+    **{
+        f"diagnose_examples.{name}": "run by the checker: test_diagnose.py"
+        for name in (
+            "pitfall_layer",
+            "einsum_layer",
+            "loop_layer",
+            "HFStyleAttention",
+            "module_layer",
+        )
+    },
+    **{
         f"tiled.{step}": "a step of the tiled passes, through them"
         for step in (
             "positions",
