@@ -144,9 +144,10 @@ def user_layer(x, w_q, w_k, w_v, w_o, n_head, causal, bugs=(), xp="numpy"):
     to_t = torch.from_numpy if xp == "numpy" else torch.as_tensor
     x, w_q, w_k, w_v, w_o = (to_t(a) for a in (x, w_q, w_k, w_v, w_o))
     if "layout" in bugs:
-        w_q, w_k, w_v, w_o = (
-            F.linear(torch.eye(len(w), dtype=w.dtype), w) for w in (w_q, w_k, w_v, w_o)
-        )  # = w.T
+        eye = torch.eye(len(w_q), dtype=w_q.dtype)
+        w_q, w_k, w_v, w_o = (  # F.linear(eye, w) = w.T
+            F.linear(eye, w) for w in (w_q, w_k, w_v, w_o)
+        )
     b, t, d_model = x.shape
     dh = d_model // n_head
 
