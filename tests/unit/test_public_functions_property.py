@@ -2440,6 +2440,17 @@ ELSEWHERE = {
         )
     },
     **{
+        f"solutions.{name}": "a reader's solution, unguarded on purpose: "
+        "tests/docs/test_write_the_layer.py"
+        for name in (
+            "softmax",
+            "attention",
+            "split_heads",
+            "merge_heads",
+            "layer",
+        )
+    },
+    **{
         f"diagnose_examples.{name}": "run by the checker: test_diagnose.py"
         for name in (
             "pitfall_layer",

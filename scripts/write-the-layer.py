@@ -1,0 +1,178 @@
+# %% [markdown]
+# ## Write the layer yourself
+#
+# Five functions, in order: `softmax`, `attention`, `split_heads`,
+# `merge_heads` and `layer`. Each one is a stub that raises
+# `NotImplementedError`: replace its body with yours, run the cell, then
+# run the check cell after it. A check prints `ok` when your function
+# agrees with the reference on every case, and otherwise names the
+# mistake (`mha_ref.diagnose`); a stub not written yet prints "not
+# written yet". Use NumPy; masks are boolean with True = blocked, and
+# the weights are used as `x @ w`.
+
+# %%
+import math
+
+import numpy as np
+
+import glue
+from mha_ref import diagnose, diagnose_examples, numpy_ref, pitfalls
+
+
+def check(name, report):
+    """Print the checker's report and name it for the page."""
+    print(report)
+    glue.value(f"check_{name}", str(report))
+
+
+# %% [markdown]
+# ## 1. Softmax over the last axis
+#
+# $\mathrm{softmax}(x)_j = e^{x_j} / \sum_i e^{x_i}$. Subtract each
+# row's largest value before `np.exp`: the result is the same, and no
+# `exp` overflows.
+
+
+# %%
+def softmax(x):
+    """Softmax over the last axis of x."""
+    raise NotImplementedError  # your code here
+
+
+# %%
+def attention_with_your_softmax(q, k, v, mask):
+    scores = q @ k.swapaxes(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, -np.inf, scores)
+    return softmax(scores) @ v
+
+
+check("softmax", diagnose.attention(attention_with_your_softmax))
+
+
+# %% [markdown]
+# ## 2. Attention for every head at once
+#
+# q of shape (B, H, Tq, d), k and v of shape (B, H, Tk, d), mask `None`
+# or boolean, broadcastable to (B, H, Tq, Tk). Return the output
+# (B, H, Tq, d): the five steps, with your `softmax`.
+
+
+# %%
+def attention(q, k, v, mask=None):
+    """softmax(q k^T / sqrt(d), blocked keys at -inf) v."""
+    raise NotImplementedError  # your code here
+
+
+# %%
+check("attention", diagnose.attention(attention))
+
+
+# %% [markdown]
+# ## 3. Split the heads, merge them back
+#
+# `split_heads` turns (B, T, d_model) into (B, H, T, d_head): each
+# position's d_model features cut into H pieces of d_head, one per
+# head. `merge_heads` undoes it. The check runs a layer built from
+# yours and the reference attention.
+
+
+# %%
+def split_heads(x, n_head):
+    """(B, T, d_model) -> (B, n_head, T, d_model // n_head)."""
+    raise NotImplementedError  # your code here
+
+
+def merge_heads(x):
+    """(B, H, T, d_head) -> (B, T, H * d_head)."""
+    raise NotImplementedError  # your code here
+
+
+# %%
+def layer_with_your_heads(x, w_q, w_k, w_v, w_o, n_head, causal):
+    q, k, v = (split_heads(x @ w, n_head) for w in (w_q, w_k, w_v))
+    mask = numpy_ref.causal_mask(x.shape[1]) if causal else None
+    out, _ = numpy_ref.attention(q, k, v, mask)
+    return merge_heads(out) @ w_o
+
+
+check("heads", diagnose.layer(layer_with_your_heads))
+
+
+# %% [markdown]
+# ## 4. The layer
+#
+# x (B, T, d_model) and four (d_model, d_model) weights: project to
+# Q, K and V, split the heads, attend (causal: query i sees keys 0 to
+# i), merge, project with W_O. Use your functions from above.
+
+
+# %%
+def layer(x, w_q, w_k, w_v, w_o, n_head, causal):
+    """x (B, T, d_model) -> y (B, T, d_model)."""
+    raise NotImplementedError  # your code here
+
+
+# %%
+check("layer", diagnose.layer(layer))
+
+
+# %% [markdown]
+# ## What a check prints for a wrong attempt
+#
+# Four planted attempts, each with one mistake of the pitfalls page,
+# and what the check cell prints for each.
+
+
+# %%
+def softmax_over_queries(q, k, v, mask):
+    scores = q @ k.swapaxes(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is not None:
+        scores = np.where(mask, -np.inf, scores)
+    return pitfalls.wrong_softmax_axis(scores) @ v
+
+
+def mask_after_softmax(q, k, v, mask):
+    scores = q @ k.swapaxes(-2, -1) / math.sqrt(q.shape[-1])
+    if mask is None:
+        return numpy_ref.softmax(scores) @ v
+    return pitfalls.wrong_mask_after_softmax(scores, mask) @ v
+
+
+def split_without_transpose(x, w_q, w_k, w_v, w_o, n_head, causal):
+    q, k, v = (
+        pitfalls.wrong_split_heads(x @ w, n_head) for w in (w_q, w_k, w_v)
+    )
+    mask = numpy_ref.causal_mask(x.shape[1]) if causal else None
+    out, _ = numpy_ref.attention(q, k, v, mask)
+    b, h, t, d_head = out.shape
+    return out.transpose(0, 2, 1, 3).reshape(b, t, h * d_head) @ w_o
+
+
+attempts = [
+    ("1. softmax", "over the queries", softmax_over_queries, "attention"),
+    (
+        "2. attention",
+        "mask after the softmax",
+        mask_after_softmax,
+        "attention",
+    ),
+    (
+        "3. heads",
+        "split without the transpose",
+        split_without_transpose,
+        "layer",
+    ),
+    (
+        "4. layer",
+        "scores divided by sqrt(d_model)",
+        diagnose_examples.pitfall_layer("scale"),
+        "layer",
+    ),
+]
+rows = []
+for step, planted, fn, kind in attempts:
+    report = getattr(diagnose, kind)(fn)
+    print(f"{step} ({planted}):\n{report}")
+    rows.append([step, planted, str(report)])
+glue.table("wrong-attempts", ["check", "planted mistake", "it prints"], rows)
