@@ -212,12 +212,13 @@ def explain(name, m, d_head=None, d_model=None):
 
 
 def _mask(rng, shape):
-    """A random boolean mask (True = blocked) whose every row and column
-    has a blocked and an allowed key, so that each mistake shows."""
+    """A random boolean mask (True = blocked) whose every row and every
+    column has a blocked and an allowed entry, so that each mistake
+    shows, inverted or over the other axis too."""
     while True:
         mask = rng.random(shape) < 0.4
-        rows, cols = mask.any(-1) & ~mask.all(-1), ~mask.all(-2)
-        if rows.all() and cols.all() and (~mask.all(-1)).all():
+        mixed = [(mask.any(a) & ~mask.all(a)).all() for a in (-1, -2)]
+        if all(mixed):
             return mask
 
 
