@@ -13,19 +13,19 @@
 import glue
 from mha_ref import diagnose, diagnose_examples
 
-pitfall_rows = []
+pitfall_rows, smallest = [], set()
 for mistake in diagnose_examples.PITFALLS:
     report = diagnose.layer(diagnose_examples.pitfall_layer(mistake))
     print(f"{mistake}: {report}")
     for finding in report.findings:
-        pitfall_rows.append(
-            [mistake, f"`{finding.name}`", finding.message, str(finding.case)]
-        )
+        pitfall_rows.append([mistake, f"`{finding.name}`", finding.message])
+        smallest.add(str(finding.case))
 glue.table(
     "diagnose-pitfalls",
-    ["pitfall", "finding", "what the checker says", "smallest case"],
+    ["pitfall", "finding", "what the checker says"],
     pitfall_rows,
 )
+glue.value("pitfalls_smallest_case", sorted(smallest))
 
 # %% [markdown]
 # ## Two correct layers written another way, and a module
