@@ -661,7 +661,7 @@ def test_layout_converters_give_the_numpy_answer_for_an_array(
     got = convert(x)
     assert isinstance(got, np.ndarray)
     np.testing.assert_array_equal(got, np.swapaxes(x, *axes))
-    with pytest.raises(TypeError, match="x must be a torch.Tensor or a Num"):
+    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor or a Num"):
         convert(x.tolist())
 
 

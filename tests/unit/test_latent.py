@@ -556,7 +556,8 @@ def test_cache_bytes_per_token_of_an_empty_batch():
         latent_torch.cached_latent_step(mla, latent, random_x(b=0)[:, [t]])
     full.append(*mla.expand_kv(latent.latent, latent.rope_key))
     _, n_head, d_c, d_nope, d_rope, d_v = SHAPES
-    assert latent.latent.shape[0] == 0 and latent.length == 3
+    assert latent.latent.shape[0] == 0
+    assert latent.length == 3
     assert latent_torch.cache_bytes_per_token(latent) == (d_c + d_rope) * 8
     assert latent_torch.cache_bytes_per_token(full) == (
         n_head * (d_nope + d_rope + d_v) * 8

@@ -482,7 +482,7 @@ def test_bfloat16_sinks_with_a_mask_match_the_formula(gen, name):
     # the sinks for the rows check: gpt-oss keeps them in the model dtype
     q, k, v, mask, _, sinks = case(gen)
     q, k, v, sinks = (t.bfloat16() for t in (q, k, v, sinks))
-    dout = torch.ones(q.shape[:-1] + (v.shape[-1],), dtype=torch.bfloat16)
+    dout = torch.ones((*q.shape[:-1], v.shape[-1]), dtype=torch.bfloat16)
     wide = [t.double() for t in (q, k, v)]
     if "backward" in name:
         leaves = [t.requires_grad_() for t in (*wide, sinks.double())]
