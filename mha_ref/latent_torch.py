@@ -318,7 +318,9 @@ def rope_on_the_content_keys(module, x, positions):
     two tries at folding W_UK into the query: the cached latent as it
     is, or the latent turned instead of the key. d_nope, d_c even.
     """
-    checks_latent.forward_tensors(module, x, None, positions, False)
+    _, positions = checks_latent.forward_tensors(
+        module, x, None, positions, False
+    )  # positions (T,), a tensor on x's device: read once, used five times
     q_nope, _ = module.queries(x, positions)  # (B, H, T, d_nope)
     c_kv, _ = module.latents(x, positions)  # (B, T, d_c)
     w_uk, _ = module.up_projections()  # (H, d_nope, d_c)

@@ -601,3 +601,21 @@ def test_latent_constructors_refuse_cuda_without_it(make, device):
     args = (4,) if make == "RMSNorm" else SHAPES
     with pytest.raises(ValueError, match=re.escape(f"device={device!r} asks")):
         getattr(latent_torch, make)(*args, device=device)
+
+
+def test_rope_on_the_content_keys_reads_iterator_positions_once():
+    # the guard read the iterator, queries() then found it empty
+    module = random_mla(shapes=(24, 3, 10, 6, 4, 5))
+    x, at = random_x(), [3, 0, 5, 1, 2, 6, 4]
+    want = latent_torch.rope_on_the_content_keys(module, x, torch.tensor(at))
+    got = latent_torch.rope_on_the_content_keys(module, x, iter(at))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+    # the exact scores, against the naive form's (no mask, same positions)
+    q_nope, _ = module.queries(x, torch.tensor(at))
+    k, _ = module.expand_kv(*module.latents(x, torch.tensor(at)))
+    turned_k = torch_ref.apply_rope(k[..., :6], torch.tensor(at))
+    turned_q = torch_ref.apply_rope(q_nope, torch.tensor(at))
+    torch.testing.assert_close(
+        got[0], turned_q @ turned_k.transpose(-2, -1), **TOL
+    )
