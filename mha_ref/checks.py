@@ -31,7 +31,7 @@ def positive_integer(value, name):
 def cuda_device(device, cuda_available):
     """Refuse a CUDA device when torch sees none, naming what was asked."""
     wants_cuda = str(device).startswith("cuda") or (
-        isinstance(device, int) and not isinstance(device, bool)
+        isinstance(device, int | np.integer) and not isinstance(device, bool)
     )
     if device is not None and wants_cuda and not cuda_available:
         raise ValueError(
@@ -211,11 +211,17 @@ def array_of(value, name, as_array):
     """``value`` through ``as_array`` (np.asarray or torch.as_tensor).
 
     An iterator (a generator, say) is read once, into a list, so both
-    frameworks see the same numbers; what neither can read as numbers
-    raises TypeError naming the argument, not the library's own error.
+    frameworks see the same numbers; a tensor given to NumPy comes
+    detached, on the CPU (bfloat16 as float32, exactly); what neither
+    can read as numbers raises TypeError naming the argument, not the
+    library's own error.
     """
     if isinstance(value, Iterator):
         value = list(value)
+    if as_array is np.asarray and is_tensor(value):
+        value = value.detach().cpu()
+        if str(value.dtype) == "torch.bfloat16":  # NumPy has no bfloat16
+            value = value.float()
     try:
         return as_array(value)
     except (TypeError, ValueError, RuntimeError) as error:
@@ -223,6 +229,12 @@ def array_of(value, name, as_array):
             f"{name} must be numbers (a list, an array or a tensor), got "
             f"{type(value).__name__} {value!r:.60}: {error}"
         ) from None
+
+
+def read_once(*values):
+    """The values, an iterator (a generator, say) read into a list, so a
+    function that reads its argument twice sees the same numbers."""
+    return tuple(list(v) if isinstance(v, Iterator) else v for v in values)
 
 
 def position_array(value, name, as_array):
@@ -737,6 +749,26 @@ def no_nan_or_posinf(values, name, allowed):
         )
 
 
+def beyond_range(values, dtype, name):
+    """Refuse finite values (a NumPy array) that overflow ``dtype``.
+
+    A bias or sink computed in float32 turns a float64 1e300 into an
+    infinity: +inf would read as an overflow of q @ k^T, -inf as a
+    blocked key. Neither is what the caller wrote, so both mirrors say so.
+    """
+    values = np.asarray(values, np.float64)
+    with np.errstate(over="ignore"):
+        lost = np.isfinite(values) & ~np.isfinite(values.astype(dtype))
+    if np.any(lost):
+        first = first_index(lost)
+        raise ValueError(
+            f"{name} of shape {tuple(values.shape)} holds {values[first]} "
+            f"at index {first}, beyond {np.dtype(dtype).name} (the dtype "
+            f"attention computes in); use -inf for a blocked key (bias) "
+            f"or no sink (sinks), or a value within range"
+        )
+
+
 def modifier_kind(name, kind, dtype, shape):
     if kind == "b":
         raise TypeError(
@@ -764,6 +796,23 @@ def sinks_shape(shape, scores_shape):
             f"({scores_shape[-3]},) for scores {scores_shape}, got shape "
             f"{shape}"
         )
+
+
+def sinks_arrays(scores, sinks):
+    """numpy_ref.softmax_with_sinks's inputs: real scores (..., H, Tq,
+    Tk) and real sinks (H,), not bool, as float arrays, with -inf the
+    only infinity (a masked key, no sink); refused by their own name."""
+    arrays = {}
+    for name, value in (("scores", scores), ("sinks", sinks)):
+        not_a_tensor(value, name, "torch_ref.softmax_with_sinks")
+        array = np.asarray(value)
+        modifier_kind(name, array.dtype.kind, array.dtype, array.shape)
+        array = array.astype(np.result_type(array.dtype, np.float32))
+        why = "a masked key" if name == "scores" else "no sink"
+        no_nan_or_posinf(array, name, why)
+        arrays[name] = array
+    sinks_shape(arrays["sinks"].shape, arrays["scores"].shape)
+    return arrays["scores"], arrays["sinks"]
 
 
 def rows_without_keys_or_sink(blocked, sinks, empty_rows):
@@ -803,6 +852,8 @@ def scored_attention_arrays(
             broadcasts_to(array.shape, shape, "bias")
         else:
             sinks_shape(array.shape, shape)
+        if array.dtype.kind == "f":  # a float64 1e300 is inf in float32
+            beyond_range(array, q.dtype, name)
         array = array.astype(q.dtype, copy=False)
         no_nan_or_posinf(
             array, name, "a blocked key" if name == "bias" else "no sink"
@@ -1062,6 +1113,7 @@ def rule_arrays(query_values, key_values, ids=False, names=None):
     floats holding whole numbers), finite and, for positions, >= 0
     (``ids=True``: document ids, any integers). Two (B, T) arrays need
     the same B, or B = 1; a 1-D array is shared by every sequence.
+    Returns both as int64 NumPy arrays (an iterator is read once).
     """
     q_name, k_name = names or ("query_positions", "key_positions")
     q = _rule_values(query_values, q_name, ids)
@@ -1073,6 +1125,7 @@ def rule_arrays(query_values, key_values, ids=False, names=None):
             f"hold different batch sizes B = {q.shape[0]} and "
             f"{k.shape[0]}; a (B, T) pair needs the same B"
         )
+    return q.astype(np.int64), k.astype(np.int64)
 
 
 def rule_int(value, name, least):
@@ -1088,32 +1141,52 @@ def rule_int(value, name, least):
 
 
 def sliding_window_rule(query_positions, key_positions, window, sink_tokens):
-    """The guards of sliding_window_mask: positions, window, sinks."""
+    """The guards of sliding_window_mask: positions, window, sinks.
+
+    Returns the positions, an iterator read into a list (read_once).
+    """
+    query_positions, key_positions = read_once(query_positions, key_positions)
     rule_arrays(query_positions, key_positions)
     rule_int(window, "window", 1)
     rule_int(sink_tokens, "sink_tokens", 0)
+    return query_positions, key_positions
 
 
 def chunked_rule(query_positions, key_positions, chunk):
-    """The guards of chunked_mask: positions and a chunk size >= 1."""
+    """The guards of chunked_mask: positions and a chunk size >= 1.
+
+    Returns the positions, an iterator read into a list (read_once).
+    """
+    query_positions, key_positions = read_once(query_positions, key_positions)
     rule_arrays(query_positions, key_positions)
     rule_int(chunk, "chunk", 1)
+    return query_positions, key_positions
 
 
 def prefix_lm_rule(query_positions, key_positions, prefix):
-    """The guards of prefix_lm_mask: positions and a prefix length >= 0."""
+    """The guards of prefix_lm_mask: positions and a prefix length >= 0.
+
+    Returns the positions, an iterator read into a list (read_once).
+    """
+    query_positions, key_positions = read_once(query_positions, key_positions)
     rule_arrays(query_positions, key_positions)
     rule_int(prefix, "prefix", 0)
+    return query_positions, key_positions
 
 
 def document_rule(query_documents, key_documents):
-    """The guards of document_mask: two arrays of integer document ids."""
+    """The guards of document_mask: two arrays of integer document ids.
+
+    Returns them, an iterator read into a list (read_once).
+    """
+    query_documents, key_documents = read_once(query_documents, key_documents)
     rule_arrays(
         query_documents,
         key_documents,
         ids=True,
         names=("query_documents", "key_documents"),
     )
+    return query_documents, key_documents
 
 
 def document_lengths(lengths):

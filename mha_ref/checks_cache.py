@@ -113,6 +113,27 @@ def kv_chunk(keys, values, k, v):
         )
 
 
+def step_cache(cache, rolling):
+    """A cache that goes with the step: cached_step takes a KVCache that
+    keeps every position, rolling_step a RollingKVCache (it has a window
+    and forgets); either other pairing is a TypeError naming both."""
+    is_kv = hasattr(cache, "extended") and hasattr(cache, "keys")
+    is_rolling = is_kv and hasattr(cache, "keep")
+    got = type(cache).__name__
+    if rolling and not is_rolling:
+        raise TypeError(
+            f"rolling_step needs a kv_cache.RollingKVCache (a window, and "
+            f"the positions it holds), got {got}; a KVCache goes with "
+            f"cached_step"
+        )
+    if not rolling and (is_rolling or not is_kv):
+        raise TypeError(
+            f"cached_step needs a kv_cache.KVCache, got {got}; a "
+            f"RollingKVCache goes with rolling_step, which applies its "
+            f"window and advances its length"
+        )
+
+
 def new_queries(values, n_new):
     """At least one cached or new key per new query (kv_cache example).
 

@@ -69,6 +69,28 @@ def layout_shape(shape, ndim, layout):
         )
 
 
+def layout(x, ndim, layout):
+    """A tensor or a NumPy array of the layout named (layout_shape)."""
+    if not (is_tensor(x) or isinstance(x, np.ndarray)):
+        raise TypeError(
+            f"x must be a torch.Tensor or a NumPy array {layout}, got "
+            f"{type(x).__name__}"
+        )
+    layout_shape(x.shape, ndim, layout)
+
+
+def bool_mask(mask):
+    """A boolean mask (True = blocked), a tensor or a NumPy array."""
+    if not (is_tensor(mask) or isinstance(mask, np.ndarray)):
+        raise TypeError(
+            f"mask must be a boolean torch.Tensor or NumPy array, got "
+            f"{type(mask).__name__}"
+        )
+    mask_dtype(mask.dtype)
+    if len(tuple(mask.shape)) < 1:
+        raise ValueError("mask must have a keys axis (..., Tk), got 0-d")
+
+
 def sink_key_inputs(k, v, sinks):
     """k, v as float_tensors checks them, agreeing in shape; sinks a 1-D
     float tensor (H,), one per head, of one dtype with them, -inf
@@ -141,6 +163,12 @@ def fill_value(mask, fill, dtype):
     """
     import torch  # only the torch converters call this
 
+    if not is_tensor(mask):
+        raise TypeError(
+            f"mask must be a torch.Tensor of dtype torch.bool (the result "
+            f"is a {dtype} tensor), got {type(mask).__name__}; convert "
+            f"with torch.as_tensor(mask)"
+        )
     mask_dtype(mask.dtype)
 
     if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):

@@ -126,11 +126,13 @@ def state_dict_arrays(expected, state_dict, where):
     return arrays
 
 
-def rms_norm_size(d, eps):
+def rms_norm_size(d, eps, device=None, cuda=False):
     """The guards of latent_torch.RMSNorm's constructor: d an int >= 1,
-    eps as rms_norm_inputs checks it."""
+    eps as rms_norm_inputs checks it, a CUDA ``device`` only where
+    ``cuda`` (torch sees a GPU)."""
     positive_integer(d, "d")
     rms_norm_inputs((d,), eps)
+    cuda_device(device, cuda)
 
 
 def rms_norm_arrays(x, weight, eps):
@@ -177,8 +179,8 @@ def forward_arrays(module, x, mask, positions, absorbed):
     b, t, _ = x.shape
     if positions is None:
         positions = np.arange(t)  # (T,): 0 .. T - 1
-    not_a_tensor(positions, "positions", "latent_torch")
-    positions = np.asarray(positions)
+    # a list, an array, a tensor (as latent_torch takes) or an iterator
+    positions = array_of(positions, "positions", np.asarray)
     rope_positions(positions, t)  # (T,), real, finite
     if mask is not None:
         mask = mask_array(mask, (b, module.n_head, t, t))

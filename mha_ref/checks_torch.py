@@ -6,6 +6,7 @@ shape or value; the checks both frameworks share are in checks.py.
 """
 
 from mha_ref.checks import (
+    beyond_range,
     broadcasts_to,
     context_input,
     empty_rows_option,
@@ -171,6 +172,14 @@ def scored_attention_tensors(
                 name,
                 "a blocked key" if name == "bias" else "no sink",
             )
+        # computed in q's dtype, at least float32 (attention's ``wide``)
+        wide = value.double() if q.dtype.itemsize == 8 else value.float()
+        if bool((value.isfinite() & ~wide.isfinite()).any()):
+            beyond_range(
+                value.detach().cpu().double().numpy(),
+                "float64" if q.dtype.itemsize == 8 else "float32",
+                name,
+            )
     blocked = None
     if mask is not None:
         blocked = mask_tensor(mask, shape, q.device, "zero")
@@ -178,7 +187,9 @@ def scored_attention_tensors(
         bias_blocked = bias.isneginf().expand(*shape)
         blocked = bias_blocked if blocked is None else blocked | bias_blocked
     if blocked is not None:
-        sink_np = None if sinks is None else sinks.detach().cpu().numpy()
+        sink_np = None  # NumPy has no bfloat16: the sinks as float64
+        if sinks is not None:
+            sink_np = sinks.detach().cpu().double().numpy()
         rows_without_keys_or_sink(blocked.cpu().numpy(), sink_np, empty_rows)
     return blocked, group
 

@@ -90,12 +90,14 @@ def causal_query_positions(tq, tk, align):
 def rows_without_keys(mask):
     """The index of every query row whose keys are all blocked.
 
-    mask (..., Tq, Tk), True = blocked. These rows have no softmax:
-    ours refuses them, SDPA and flash-attn return 0, a softmax over
-    -inf fills returns NaN.
+    mask (..., Tq, Tk), True = blocked, a tensor or a NumPy array.
+    These rows have no softmax: ours refuses them, SDPA and flash-attn
+    return 0, a softmax over -inf fills returns NaN.
     """
-    checks.mask_dtype(mask.dtype)  # boolean, True = blocked
-    return [tuple(i.tolist()) for i in mask.all(dim=-1).nonzero()]
+    checks_conventions.bool_mask(mask)  # a boolean tensor or array
+    empty = mask.all(-1)  # (..., Tq): True where every key is blocked
+    rows = empty.nonzero() if torch.is_tensor(empty) else np.argwhere(empty)
+    return [tuple(row) for row in rows.tolist()]
     # --8<-- [end:rows-without-keys]
 
 
@@ -232,14 +234,14 @@ def mask_then_softcap(scores, mask, softcap):
 # --8<-- [start:layouts]
 def from_bthd(x):
     """flash-attn's (B, T, H, d) to ours, (B, H, T, d)."""
-    checks_conventions.layout_shape(x.shape, 4, "(B, T, H, d)")
-    return x.transpose(1, 2)  # (B, T, H, d) -> (B, H, T, d)
+    checks_conventions.layout(x, 4, "(B, T, H, d)")  # a tensor or array
+    return x.swapaxes(1, 2)  # (B, T, H, d) -> (B, H, T, d)
 
 
 def from_sequence_first(x):
     """nn.MultiheadAttention's default (T, B, E) to ours, (B, T, E)."""
-    checks_conventions.layout_shape(x.shape, 3, "(T, B, E)")
-    return x.transpose(0, 1)  # (T, B, E) -> (B, T, E)
+    checks_conventions.layout(x, 3, "(T, B, E)")  # a tensor or array
+    return x.swapaxes(0, 1)  # (T, B, E) -> (B, T, E)
     # --8<-- [end:layouts]
 
 

@@ -190,6 +190,7 @@ def cached_step(module, cache, x):
     The cache takes the chunk's keys and values only once the step has
     succeeded: a step that raises leaves it exactly as it was.
     """
+    checks_cache.step_cache(cache, rolling=False)  # a KVCache, not rolling
     start = cache.length  # absolute position of the chunk's first row
     positions = torch.arange(start, start + x.shape[1], device=x.device)
     # RoPE at absolute positions, so cached keys stay valid
@@ -212,6 +213,7 @@ def rolling_step(module, cache, x):
 
     A step that raises leaves the cache exactly as it was.
     """
+    checks_cache.step_cache(cache, rolling=True)  # a RollingKVCache
     start = cache.length  # absolute position of the chunk's first row
     positions = torch.arange(start, start + x.shape[1], device=x.device)
     q, k, v = module.project(x, positions=positions)  # (B, H, Tc, dh)

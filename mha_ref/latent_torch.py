@@ -50,7 +50,8 @@ class RMSNorm(nn.Module):
 
     def __init__(self, d, eps=1e-6, device=None, dtype=None):
         super().__init__()
-        checks_latent.rms_norm_size(d, eps)  # d >= 1; eps > 0, finite
+        cuda = torch.cuda.is_available()  # a CUDA device needs one
+        checks_latent.rms_norm_size(d, eps, device, cuda)  # d >= 1, eps > 0
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
 
@@ -317,7 +318,9 @@ def rope_on_the_content_keys(module, x, positions):
     two tries at folding W_UK into the query: the cached latent as it
     is, or the latent turned instead of the key. d_nope, d_c even.
     """
-    checks_latent.forward_tensors(module, x, None, positions, False)
+    _, positions = checks_latent.forward_tensors(
+        module, x, None, positions, False
+    )  # positions (T,), a tensor on x's device: read once, used five times
     q_nope, _ = module.queries(x, positions)  # (B, H, T, d_nope)
     c_kv, _ = module.latents(x, positions)  # (B, T, d_c)
     w_uk, _ = module.up_projections()  # (H, d_nope, d_c)
@@ -424,15 +427,16 @@ def cached_latent_forward(module, x, chunks, absorbed=False):
 def cache_bytes_per_token(cache):
     """Bytes a cache holds per token of one sequence, in one layer.
 
-    Measured, not computed: the bytes of the tensors it stores, over
-    batch x length. A LatentCache, or a kv_cache.KVCache.
+    Measured, not computed: the bytes of the tensors it stores for one
+    sequence (every axis but the batch's), over the length; a batch of
+    no sequence has the same answer. A LatentCache, or a KVCache.
     """
     stored = [t for t in vars(cache).values() if torch.is_tensor(t)]
     if not stored or cache.length == 0:
         raise ValueError("the cache is empty: decode a token first")
-    batch = stored[0].shape[0]  # (B, ...) in every cache
-    total = sum(t.numel() * t.element_size() for t in stored)
-    return total // (batch * cache.length)
+    # (B, ...) in every cache: one sequence's share is the rest
+    total = sum(math.prod(t.shape[1:]) * t.element_size() for t in stored)
+    return total // cache.length
     # --8<-- [end:cache-bytes]
 
 

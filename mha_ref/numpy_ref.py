@@ -51,8 +51,8 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     >>> softmax_with_sinks(np.zeros((1, 1, 2)), np.array([0.0]))
     array([[[0.33333333, 0.33333333]]])
     """
-    scores, sinks = np.asarray(scores), np.asarray(sinks)  # lists too
-    checks.sinks_shape(sinks.shape, scores.shape)  # (H,), (.., H, Tq, Tk)
+    scores, sinks = checks.sinks_arrays(scores, sinks)  # lists too
+    # sinks (H,), scores (..., H, Tq, Tk): real, no NaN, no +inf
     sink = np.broadcast_to(sinks[:, None, None], (*scores.shape[:-1], 1))
     both = np.concatenate([scores, sink], axis=-1)  # (..., H, Tq, Tk + 1)
     weights = softmax(both, axis=-1, empty_rows=empty_rows)
@@ -327,9 +327,9 @@ def position_pairs(query_positions, key_positions):
     a (B, 1, Tq, Tk) mask that broadcasts over the heads, as
     key_padding_mask does (a 1-D side is shared by the batch).
     """
-    checks.rule_arrays(query_positions, key_positions, ids=True)  # whole
-    q = np.asarray(query_positions).astype(np.int64)  # no uint wrap-around
-    k = np.asarray(key_positions).astype(np.int64)
+    q, k = checks.rule_arrays(
+        query_positions, key_positions, ids=True
+    )  # whole numbers, as int64 arrays: no uint wrap-around
     if q.ndim == k.ndim == 1:
         return q[:, None], k[None, :]  # (Tq, 1), (1, Tk)
     b_q, b_k = (len(a) if a.ndim == 2 else 1 for a in (q, k))  # B or 1
@@ -353,9 +353,9 @@ def sliding_window_mask(query_positions, key_positions, window, sink_tokens=0):
            [1, 0, 0, 1],
            [1, 1, 0, 0]])
     """
-    checks.sliding_window_rule(
+    query_positions, key_positions = checks.sliding_window_rule(
         query_positions, key_positions, window, sink_tokens
-    )  # whole positions >= 0, window >= 1, sink_tokens >= 0
+    )  # whole positions >= 0 (read once), window >= 1, sink_tokens >= 0
     q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
     distance = q - k  # (Tq, Tk): how far back the key lies
     allowed = (distance >= 0) & (distance < window)
@@ -374,7 +374,9 @@ def chunked_mask(query_positions, key_positions, chunk):
            [1, 1, 0, 1],
            [1, 1, 0, 0]])
     """
-    checks.chunked_rule(query_positions, key_positions, chunk)
+    query_positions, key_positions = checks.chunked_rule(
+        query_positions, key_positions, chunk
+    )  # whole positions >= 0 (an iterator read once), chunk >= 1
     q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
     same_chunk = q // chunk == k // chunk  # (Tq, Tk)
     return ~(same_chunk & (k <= q))  # True = blocked
@@ -404,7 +406,9 @@ def document_mask(query_documents, key_documents):
            [0, 0, 1],
            [1, 1, 0]])
     """
-    checks.document_rule(query_documents, key_documents)  # integer ids
+    query_documents, key_documents = checks.document_rule(
+        query_documents, key_documents
+    )  # integer ids, an iterator read once
     q, k = position_pairs(query_documents, key_documents)  # (Tq,1), (1,Tk)
     return q != k  # (Tq, Tk), True = another document
     # --8<-- [end:document-mask]
@@ -439,7 +443,9 @@ def prefix_lm_mask(query_positions, key_positions, prefix):
            [0, 0, 0, 1],
            [0, 0, 0, 0]])
     """
-    checks.prefix_lm_rule(query_positions, key_positions, prefix)
+    query_positions, key_positions = checks.prefix_lm_rule(
+        query_positions, key_positions, prefix
+    )  # whole positions >= 0 (an iterator read once), prefix >= 0
     q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
     return ~((k < prefix) | (k <= q))  # True = blocked
     # --8<-- [end:prefix-lm-mask]
@@ -511,6 +517,8 @@ def alibi_bias(slopes, query_positions, key_positions):
     positive bias and need the causal mask.
 
     Float slopes keep their dtype; integer slopes compute in float64.
+    The bias is computed in float64 and cast once: positions cast to
+    float16 first would give key 2048 and query 2049 the same value.
 
     >>> alibi_bias([0.5], [2], [0, 1, 2]).tolist()
     [[[-1.0, -0.5, 0.0]]]
@@ -520,9 +528,10 @@ def alibi_bias(slopes, query_positions, key_positions):
     )  # (H,) slopes, 1-D positions, finite
     dtype = slopes.dtype if slopes.dtype.kind == "f" else np.float64
     # -m (i - j) = m (j - i): 0 on the diagonal, negative before it
-    q_pos, k_pos = q_pos.astype(dtype), k_pos.astype(dtype)  # no uint wrap
-    ahead = k_pos[None, :] - q_pos[:, None]  # j - i: (Tq, Tk)
-    return slopes[:, None, None].astype(dtype) * ahead  # (H, Tq, Tk)
+    q_pos, k_pos = q_pos.astype(np.float64), k_pos.astype(np.float64)
+    ahead = k_pos[None, :] - q_pos[:, None]  # j - i: (Tq, Tk), float64
+    bias = slopes.astype(np.float64)[:, None, None] * ahead  # (H, Tq, Tk)
+    return bias.astype(dtype)  # rounded once, to the slopes' dtype
     # --8<-- [end:alibi-bias]
 
 
@@ -638,6 +647,7 @@ class MultiHeadAttention:
         if self.rope:  # after the head split, at absolute positions
             if positions is None:
                 positions = np.arange(x.shape[1])  # (T,): 0 .. T - 1
+            positions = checks.array_of(positions, "positions", np.asarray)
             q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
             k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, ..)
         # --8<-- [end:mha-rope]
@@ -669,6 +679,7 @@ class MultiHeadAttention:
         if self.rope:
             if positions is None:
                 positions = np.arange(x.shape[1])  # (T,): 0 .. T - 1
+            positions = checks.array_of(positions, "positions", np.asarray)
             q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
             k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, ..)
         out, _ = attention(q, k, v, mask)  # (B, H, Tq, dh)

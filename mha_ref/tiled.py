@@ -19,14 +19,17 @@ from mha_ref import checks, checks_tiles, checks_torch, numpy_ref, torch_ref
 BLOCK = 64  # default block_q and block_k
 
 
-def positions(causal, query_positions, key_positions, tq, tk, as_array):
+def positions(
+    causal, query_positions, key_positions, tq, tk, as_array, rule=None
+):
     """Query and key positions for the causal mask or a mask_rule.
 
     (None, None) when neither needs them.
 
     By default the Tq queries are the last Tq of the Tk key positions
     (0 .. Tk - 1 by default). Positions are any iterable of finite
-    reals (see checks.position_array).
+    reals (see checks.position_array). A mask ``rule`` takes positions
+    >= 0, so Tq > Tk with no query_positions is refused by name.
     """
     if not causal:
         if query_positions is not None or key_positions is not None:
@@ -35,6 +38,13 @@ def positions(causal, query_positions, key_positions, tq, tk, as_array):
                 "or a mask_rule"
             )
         return None, None
+    if rule is not None and query_positions is None and tq > tk:
+        raise ValueError(
+            f"query_positions default to the last Tq = {tq} of the Tk = "
+            f"{tk} key positions, and Tq > Tk would put the first at "
+            f"{tk - tq}, but a mask_rule takes positions >= 0: pass "
+            f"query_positions"
+        )
     if key_positions is None:
         key_positions = range(tk)
         if query_positions is None:  # bottom-right, as a KV cache
@@ -244,7 +254,7 @@ def tiled_attention_numpy(
     rule = position_rule(mask_rule, causal, lead, numpy_ref)  # or None
     ruled = causal or rule is not None  # blocked by positions
     q_pos, k_pos = positions(
-        ruled, query_positions, key_positions, tq, tk, np.asarray
+        ruled, query_positions, key_positions, tq, tk, np.asarray, rule
     )
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
     d = q.shape[-1]  # the head size d_k
@@ -388,8 +398,9 @@ def tiled_attention_torch(
     )
     rule = position_rule(mask_rule, causal, lead, torch_ref)  # or None
     ruled = causal or rule is not None  # blocked by positions
+    as_tensor = _as_tensor_on(q.device)
     q_pos, k_pos = positions(
-        ruled, query_positions, key_positions, tq, tk, _as_tensor_on(q.device)
+        ruled, query_positions, key_positions, tq, tk, as_tensor, rule
     )
     # max, sum and output in float32 whatever the input dtype (float64
     # stays), as FlashAttention keeps them; cast once, at the end
@@ -541,6 +552,9 @@ def tiled_attention_backward_numpy(
     if group > 1:  # query head h reads key/value head h // G
         k = numpy_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
         v = numpy_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
+    query_positions, key_positions = checks.read_once(
+        query_positions, key_positions
+    )  # the forward reads them, then the loop: an iterator once
     # --8<-- [start:tiled-backward-saved-numpy]
     # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
     out, lse = tiled_attention_numpy(
@@ -574,7 +588,7 @@ def tiled_attention_backward_numpy(
     rule = position_rule(mask_rule, causal, lead, numpy_ref)  # or None
     ruled = causal or rule is not None  # blocked by positions
     q_pos, k_pos = positions(
-        ruled, query_positions, key_positions, tq, tk, np.asarray
+        ruled, query_positions, key_positions, tq, tk, np.asarray, rule
     )
     # --8<-- [start:tiled-backward-loop-numpy]
     dq = np.zeros((*lead, tq, q.shape[-1]), out.dtype)  # (..., Tq, d)
@@ -707,6 +721,9 @@ def tiled_attention_backward_torch(
     if group > 1:  # query head h reads key/value head h // G
         k = torch_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
         v = torch_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
+    query_positions, key_positions = checks.read_once(
+        query_positions, key_positions
+    )  # the forward reads them, then the loop: an iterator once
     # --8<-- [start:tiled-backward-saved-torch]
     # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
     out, lse = tiled_attention_torch(
@@ -739,8 +756,9 @@ def tiled_attention_backward_torch(
         bias = bias.to(acc).expand(*lead, tq, tk)
     rule = position_rule(mask_rule, causal, lead, torch_ref)  # or None
     ruled = causal or rule is not None  # blocked by positions
+    as_tensor = _as_tensor_on(q.device)
     q_pos, k_pos = positions(
-        ruled, query_positions, key_positions, tq, tk, _as_tensor_on(q.device)
+        ruled, query_positions, key_positions, tq, tk, as_tensor, rule
     )
     # --8<-- [start:tiled-backward-loop-torch]
     kw = {"dtype": acc, "device": q.device}
@@ -800,7 +818,8 @@ def tiles_computed(
     FlexAttention's BlockMask skips an empty block; computed / total
     is the share of the score matrix's arithmetic that is done.
     """
-    q_pos, k_pos = np.asarray(query_positions), np.asarray(key_positions)
+    q_pos = checks.array_of(query_positions, "query_positions", np.asarray)
+    k_pos = checks.array_of(key_positions, "key_positions", np.asarray)
     checks_tiles.tile_count(
         mask_rule, q_pos.shape, k_pos.shape, block_q, block_k
     )

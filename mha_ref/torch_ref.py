@@ -8,6 +8,7 @@ mask means the opposite and is converted in ``sdpa_forward`` only.
 import importlib
 import math
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -276,9 +277,11 @@ def position_pairs(query_positions, key_positions):
     a (B, 1, Tq, Tk) mask that broadcasts over the heads, as
     key_padding_mask does (a 1-D side is shared by the batch).
     """
-    checks.rule_arrays(query_positions, key_positions, ids=True)  # whole
-    q = torch.as_tensor(query_positions).long()  # no uint wrap-around
-    k = torch.as_tensor(key_positions, device=q.device).long()
+    q, k = checks.rule_arrays(
+        query_positions, key_positions, ids=True
+    )  # whole numbers, as int64 arrays: no uint wrap-around
+    device = getattr(query_positions, "device", None)  # a tensor's
+    q, k = torch.as_tensor(q, device=device), torch.as_tensor(k, device=device)
     if q.dim() == k.dim() == 1:
         return q[:, None], k[None, :]  # (Tq, 1), (1, Tk)
     b_q, b_k = (len(a) if a.ndim == 2 else 1 for a in (q, k))  # B or 1
@@ -296,9 +299,9 @@ def sliding_window_mask(query_positions, key_positions, window, sink_tokens=0):
     sink_tokens positions stay visible to every later query
     (StreamingLLM's attention sinks).
     """
-    checks.sliding_window_rule(
+    query_positions, key_positions = checks.sliding_window_rule(
         query_positions, key_positions, window, sink_tokens
-    )  # whole positions >= 0, window >= 1, sink_tokens >= 0
+    )  # whole positions >= 0 (read once), window >= 1, sink_tokens >= 0
     q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
     distance = q - k  # (Tq, Tk): how far back the key lies
     allowed = (distance >= 0) & (distance < window)
@@ -310,7 +313,9 @@ def sliding_window_mask(query_positions, key_positions, window, sink_tokens=0):
 # --8<-- [start:chunked-mask]
 def chunked_mask(query_positions, key_positions, chunk):
     """Blocked unless q // chunk == k // chunk and k <= q (Llama 4)."""
-    checks.chunked_rule(query_positions, key_positions, chunk)
+    query_positions, key_positions = checks.chunked_rule(
+        query_positions, key_positions, chunk
+    )  # whole positions >= 0 (an iterator read once), chunk >= 1
     q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
     same_chunk = q // chunk == k // chunk  # (Tq, Tk)
     return ~(same_chunk & (k <= q))  # True = blocked
@@ -330,7 +335,9 @@ def document_ids(lengths):
 # --8<-- [start:document-mask]
 def document_mask(query_documents, key_documents):
     """Blocked where the query's document is not the key's."""
-    checks.document_rule(query_documents, key_documents)  # integer ids
+    query_documents, key_documents = checks.document_rule(
+        query_documents, key_documents
+    )  # integer ids, an iterator read once
     q, k = position_pairs(query_documents, key_documents)  # (Tq,1), (1,Tk)
     return q != k  # (Tq, Tk), True = another document
     # --8<-- [end:document-mask]
@@ -353,7 +360,9 @@ def packed_causal_mask(lengths):
 # --8<-- [start:prefix-lm-mask]
 def prefix_lm_mask(query_positions, key_positions, prefix):
     """Blocked unless k < prefix or k <= q: a bidirectional prefix."""
-    checks.prefix_lm_rule(query_positions, key_positions, prefix)
+    query_positions, key_positions = checks.prefix_lm_rule(
+        query_positions, key_positions, prefix
+    )  # whole positions >= 0 (an iterator read once), prefix >= 0
     q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
     return ~((k < prefix) | (k <= q))  # True = blocked
     # --8<-- [end:prefix-lm-mask]
@@ -427,18 +436,28 @@ def alibi_bias(slopes, query_positions, key_positions):
     scores (attention's bias). It grows more negative with distance,
     linearly, at each head's own slope; keys after the query get a
     positive bias and need the causal mask. Float slopes keep their
-    dtype; integer slopes compute in float64.
+    dtype (a list: float64, as NumPy reads it); integer slopes compute
+    in float64. The bias is computed in float64 and cast once.
     """
     slopes, q_pos, k_pos = checks.alibi_inputs(
-        slopes, query_positions, key_positions, torch.as_tensor
+        slopes, query_positions, key_positions, _as_tensor_like_numpy
     )  # (H,) slopes, 1-D positions, finite
     q_pos, k_pos = q_pos.to(slopes.device), k_pos.to(slopes.device)
     dtype = slopes.dtype if slopes.is_floating_point() else torch.float64
-    q_pos, k_pos = q_pos.to(dtype), k_pos.to(dtype)  # no uint wrap
+    q_pos, k_pos = q_pos.double(), k_pos.double()  # no uint wrap
     # -m (i - j) = m (j - i): 0 on the diagonal, negative before it
-    ahead = k_pos[None, :] - q_pos[:, None]  # j - i: (Tq, Tk)
-    return slopes[:, None, None].to(dtype) * ahead  # (H, Tq, Tk)
+    ahead = k_pos[None, :] - q_pos[:, None]  # j - i: (Tq, Tk), float64
+    bias = slopes.double()[:, None, None] * ahead  # (H, Tq, Tk)
+    return bias.to(dtype)  # rounded once, to the slopes' dtype
     # --8<-- [end:alibi-bias]
+
+
+def _as_tensor_like_numpy(values):
+    # a tensor as it is; a list or an array with NumPy's dtype (a list
+    # of floats is float64 there, float32 under torch.as_tensor)
+    if torch.is_tensor(values):
+        return values
+    return torch.as_tensor(np.asarray(values))
 
 
 class MultiHeadAttention(nn.Module):
@@ -510,6 +529,9 @@ class MultiHeadAttention(nn.Module):
         if self.rope:  # after the head split, at absolute positions
             if positions is None:
                 positions = torch.arange(x.shape[1], device=x.device)
+            positions = checks.array_of(
+                positions, "positions", torch.as_tensor
+            )
             q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
             k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, ..)
         # --8<-- [end:mha-rope]

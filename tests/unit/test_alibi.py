@@ -200,3 +200,45 @@ def test_alibi_bias_reads_iterator_positions_once(ref):
         np.array([2.0, 3.0])[:, None] - np.arange(3.0)[None, :]
     )
     np.testing.assert_allclose(values(got), want, rtol=1e-7)
+
+
+LOW = [
+    (numpy_ref, np.float16),
+    (numpy_ref, np.float32),
+    (torch_ref, torch.float16),
+    (torch_ref, torch.bfloat16),
+    (torch_ref, torch.float32),
+]
+
+
+@pytest.mark.parametrize(("ref", "dtype"), LOW)
+@pytest.mark.parametrize("query", [257, 2049, 2**24 + 1])
+def test_alibi_bias_at_long_positions_keeps_the_distance(ref, dtype, query):
+    # the positions were cast to the slopes' dtype before j - i: key
+    # query - 1 got bias 0, as the query itself (float16 from 2049,
+    # bfloat16 from 257, float32 from 2**24)
+    slopes = [0.5, 1.0]
+    keys = [query - 2, query - 1, query]
+    if ref is numpy_ref:
+        got = ref.alibi_bias(np.array(slopes, dtype), [query], keys)
+    else:
+        got = ref.alibi_bias(torch.tensor(slopes, dtype=dtype), [query], keys)
+    want = -np.array(slopes)[:, None, None] * (query - np.array(keys))
+    assert got.dtype == dtype
+    got = got.double() if torch.is_tensor(got) else got  # bf16: no NumPy
+    np.testing.assert_array_equal(values(got), want)  # exact in any dtype
+
+
+@MIRRORS
+def test_alibi_bias_of_a_list_of_slopes_is_float64_in_both_mirrors(ref):
+    # a list reads as float64 in NumPy; torch.as_tensor made it float32
+    got = ref.alibi_bias([0.1], [0], [3])
+    assert str(got.dtype).endswith("float64")
+    np.testing.assert_array_equal(values(got), [[[0.1 * 3]]])
+
+
+def test_alibi_bias_symmetric_at_long_positions_keeps_the_distance():
+    slopes = np.array([1.0], np.float16)
+    got = conventions.alibi_bias_symmetric(slopes, [2049], [2048, 2049, 2050])
+    assert got.dtype == np.float16
+    np.testing.assert_array_equal(values(got), [[[-1.0, 0.0, -1.0]]])

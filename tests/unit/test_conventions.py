@@ -643,3 +643,38 @@ def test_mask_then_softcap_names_a_bad_input(scores, mask, error, words):
     scores, mask = torch.tensor(scores), torch.tensor(mask)
     with pytest.raises(error, match=words):
         conventions.mask_then_softcap(scores, mask, 2.0)
+
+
+@pytest.mark.parametrize(
+    ("convert", "shape", "axes"),
+    [
+        (conventions.from_bthd, (2, 3, 4, 5), (1, 2)),
+        (conventions.from_sequence_first, (3, 2, 5), (0, 1)),
+    ],
+)
+def test_layout_converters_give_the_numpy_answer_for_an_array(
+    convert, shape, axes
+):
+    # x.transpose(1, 2) is a permutation of every axis in NumPy: "axes
+    # don't match array"
+    x = np.arange(math.prod(shape), dtype=np.float64).reshape(shape)
+    got = convert(x)
+    assert isinstance(got, np.ndarray)
+    np.testing.assert_array_equal(got, np.swapaxes(x, *axes))
+    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor or a Num"):
+        convert(x.tolist())
+
+
+def test_rows_without_keys_takes_a_numpy_mask():
+    mask = np.array([[[True, True], [False, True]], [[True, False]] * 2])
+    want = [tuple(i) for i in np.argwhere(mask.all(axis=-1)).tolist()]
+    assert conventions.rows_without_keys(mask) == want == [(0, 0)]
+    assert conventions.rows_without_keys(torch.from_numpy(mask)) == want
+    with pytest.raises(TypeError, match="mask must be a boolean torch"):
+        conventions.rows_without_keys(mask.tolist())
+
+
+def test_additive_mask_refuses_a_numpy_mask_naming_it():
+    # it raised torch's own masked_fill error
+    with pytest.raises(TypeError, match=r"mask must be a torch\.Tensor"):
+        conventions.additive_mask(np.array([[True, False]]), torch.float32)

@@ -6,6 +6,8 @@ cache and FLOP counts, and the inputs both mirrors refuse. Agreement
 with Hugging Face's DeepseekV3Attention is in test_latent_hf.py.
 """
 
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -544,3 +546,76 @@ def test_decode_step_flops_refuse_absorbed_that_is_not_a_bool():
 def test_yarn_mscale_names_a_bad_input(factor, mscale, error):
     with pytest.raises(error, match=r"factor|mscale"):
         latent_torch.yarn_mscale(factor, mscale)
+
+
+def test_cache_bytes_per_token_of_an_empty_batch():
+    # a batch of zero sequences divided by zero (latent and plain caches)
+    mla = random_mla()
+    latent, full = latent_torch.LatentCache(), kv_cache.KVCache()
+    for t in range(3):
+        latent_torch.cached_latent_step(mla, latent, random_x(b=0)[:, [t]])
+    full.append(*mla.expand_kv(latent.latent, latent.rope_key))
+    _, n_head, d_c, d_nope, d_rope, d_v = SHAPES
+    assert latent.latent.shape[0] == 0
+    assert latent.length == 3
+    assert latent_torch.cache_bytes_per_token(latent) == (d_c + d_rope) * 8
+    assert latent_torch.cache_bytes_per_token(full) == (
+        n_head * (d_nope + d_rope + d_v) * 8
+    )
+
+
+POSITION_FORMS = {
+    "iterator": lambda p: iter(p.tolist()),
+    "list": lambda p: p.tolist(),
+    "int tensor": torch.from_numpy,
+    "bfloat16 tensor": lambda p: torch.tensor(p, dtype=torch.bfloat16),
+    "tensor with grad": lambda p: torch.tensor(p * 1.0, requires_grad=True),
+}
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("form", list(POSITION_FORMS))
+def test_mla_takes_positions_in_every_form(framework, form):
+    # latent_numpy refused tensors and iterators that latent_torch takes
+    module = random_mla()
+    x, positions = random_x(), np.arange(3, 10)  # whole, exact in bf16
+    want, _ = module(x, positions=torch.as_tensor(positions))
+    given = POSITION_FORMS[form](positions)
+    if framework == "torch":
+        got = module(x, positions=given)[0].detach().numpy()
+    else:
+        mirror = latent_numpy.MultiHeadLatentAttention(*SHAPES)
+        mirror.load_state_dict(
+            {n: w.numpy() for n, w in module.state_dict().items()}
+        )
+        got = mirror(x.numpy(), positions=given)[0]
+    np.testing.assert_allclose(got, want.detach().numpy(), **TOL)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", 0, np.int64(0)])
+@pytest.mark.parametrize("make", ["RMSNorm", "MultiHeadLatentAttention"])
+def test_latent_constructors_refuse_cuda_without_it(make, device):
+    # RMSNorm raised torch's AssertionError "Torch not compiled with
+    # CUDA enabled"; np.int64(0) a RuntimeError in both
+    args = (4,) if make == "RMSNorm" else SHAPES
+    with pytest.raises(ValueError, match=re.escape(f"device={device!r} asks")):
+        getattr(latent_torch, make)(*args, device=device)
+
+
+def test_rope_on_the_content_keys_reads_iterator_positions_once():
+    # the guard read the iterator, queries() then found it empty
+    module = random_mla(shapes=(24, 3, 10, 6, 4, 5))
+    x, at = random_x(), [3, 0, 5, 1, 2, 6, 4]
+    want = latent_torch.rope_on_the_content_keys(module, x, torch.tensor(at))
+    got = latent_torch.rope_on_the_content_keys(module, x, iter(at))
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, rtol=0, atol=0)
+    # the exact scores, against the naive form's (no mask, same positions)
+    q_nope, _ = module.queries(x, torch.tensor(at))
+    k, _ = module.expand_kv(*module.latents(x, torch.tensor(at)))
+    turned_k = torch_ref.apply_rope(k[..., :6], torch.tensor(at))
+    turned_q = torch_ref.apply_rope(q_nope, torch.tensor(at))
+    torch.testing.assert_close(
+        got[0], turned_q @ turned_k.transpose(-2, -1), **TOL
+    )

@@ -551,3 +551,43 @@ def test_rules_take_the_largest_int64_sizes(ref):
 def test_rules_name_a_ragged_list_of_positions(ref):
     with pytest.raises(TypeError, match="query_positions must be numbers"):
         ref.sliding_window_mask([[0, 1], [2]], [0, 1], 2)
+
+
+ALL_RULES = {
+    **RULES,
+    "document": lambda ref, q, k: ref.document_mask(q, k),
+    "pairs": lambda ref, q, k: np.not_equal(
+        *(as_numpy(a) for a in ref.position_pairs(q, k))
+    ),
+}
+FORMS = {
+    "iterator": lambda p: iter(p.tolist()),
+    "list": lambda p: p.tolist(),
+    "bfloat16 tensor": lambda p: torch.tensor(p, dtype=torch.bfloat16),
+    "float tensor with grad": lambda p: torch.tensor(
+        p, dtype=torch.float32, requires_grad=True
+    ),
+    "uint8 tensor": lambda p: torch.tensor(p, dtype=torch.uint8),
+}
+
+
+@pytest.mark.parametrize("rule", list(ALL_RULES))
+@pytest.mark.parametrize("form", list(FORMS))
+def test_rules_take_positions_in_every_form(ref, rule, form):
+    # an iterator was read twice (guard, then the rule) in both mirrors;
+    # NumPy's rules called .numpy() on bfloat16 and requires-grad tensors
+    q_pos, k_pos = np.array([7, 2, 2, 0]), np.array([3, 0, 7, 1, 2, 9])
+    want = as_numpy(ALL_RULES[rule](numpy_ref, q_pos, k_pos))
+    q, k = FORMS[form](q_pos), FORMS[form](k_pos)
+    got = as_numpy(ALL_RULES[rule](ref, q, k))
+    np.testing.assert_array_equal(got, want)
+    if rule in ("sliding_window",):  # and the definition, pair by pair
+        definition = DEFINITIONS["sliding_window"](2, 0)
+        np.testing.assert_array_equal(got, by_pairs(definition, q_pos, k_pos))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present")
+def test_causal_mask_refuses_a_numpy_int_device_without_cuda():
+    # np.int64(0) is CUDA device 0; torch raised its own RuntimeError
+    with pytest.raises(ValueError, match=r"device=np\.int64\(0\) asks for"):
+        torch_ref.causal_mask(3, device=np.int64(0))

@@ -163,3 +163,27 @@ def test_numpy_mha_takes_a_list_and_names_nan_in_x(rng):
         r"nan at index \(1, 2, 3\)",
     ):
         module(x)
+
+
+def test_mha_forward_and_backward_read_iterator_positions_once():
+    # apply_rope read the iterator for q, then found it empty for k
+    m = numpy_ref.MultiHeadAttention(D_MODEL, N_HEAD, rope=True, seed=3)
+    rng = np.random.default_rng(0)
+    x, dy = rng.standard_normal((2, B, TQ, D_MODEL))
+    at = [5, 2, 9, 7]
+    mask = numpy_ref.causal_mask(TQ)
+    want = m(x, mask, positions=np.array(at))[0]
+    np.testing.assert_array_equal(m(x, mask, positions=iter(at))[0], want)
+    grads = m.backward(x, dy, mask, positions=np.array(at))
+    got = m.backward(x, dy, mask, positions=iter(at))
+    for name, grad in grads.items():
+        np.testing.assert_array_equal(got[name], grad)
+    # the gradient of x against central differences (float64)
+    step, i = 1e-6, (0, 1, 2)
+    up, down = x.copy(), x.copy()
+    up[i] += step
+    down[i] -= step
+    slope = m(up, mask, positions=at)[0] - m(down, mask, positions=at)[0]
+    np.testing.assert_allclose(
+        grads["x"][i], np.sum(slope * dy) / (2 * step), rtol=1e-6
+    )

@@ -162,3 +162,29 @@ def test_cached_forward_refuses_bad_window_arguments(kwargs, error, match):
     if "window" in kwargs:
         with pytest.raises(error, match=match):
             kv_cache.RollingKVCache(**kwargs)
+
+
+def test_rolling_step_refuses_a_plain_cache_by_name():
+    # it raised AttributeError: 'KVCache' object has no attribute
+    # 'extended_positions'
+    m, x = module(), torch.randn(1, 2, 16, dtype=torch.float64)
+    cache = kv_cache.KVCache()
+    with pytest.raises(TypeError, match=r"rolling_step needs a kv_cache\.Rol"):
+        kv_cache.rolling_step(m, cache, x)
+    assert cache.length == 0
+
+
+def test_cached_step_refuses_a_rolling_cache_by_name():
+    # it took one, never advanced its length and applied no window: six
+    # steps were off the windowed pass by 0.70, without an error
+    m, x = module(), torch.randn(1, 6, 16, dtype=torch.float64)
+    cache = kv_cache.RollingKVCache(window=2)
+    with pytest.raises(TypeError, match=r"cached_step needs a kv_cache\.KVCa"):
+        kv_cache.cached_step(m, cache, x[:, :1])
+    assert cache.length == 0
+    assert cache.keys is None
+    # the step that goes with it equals the windowed pass
+    y = torch.cat(
+        [kv_cache.rolling_step(m, cache, x[:, [t]]) for t in range(6)], 1
+    )
+    torch.testing.assert_close(y, full_pass(m, x, 2), **TOL)

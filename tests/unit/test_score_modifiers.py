@@ -438,3 +438,87 @@ def test_softmax_with_sinks_torch_refuses_integer_scores():
     scores = torch.zeros(1, 1, 2, dtype=torch.long)
     with pytest.raises(TypeError, match="scores must be a floating tensor"):
         torch_ref.softmax_with_sinks(scores, torch.zeros(1))
+
+
+@MIRRORS
+@pytest.mark.parametrize("where", ["scores", "sinks"])
+@pytest.mark.parametrize("value", [math.nan, math.inf])
+def test_softmax_with_sinks_names_the_argument_that_holds_it(
+    gen, ref, where, value
+):
+    # NumPy's mirror named "logits of shape (2, 1, 5)": the scores with
+    # the sink's column, an array the caller never passed
+    scores, sinks = randn(gen, 2, 1, 4), randn(gen, 2)
+    (scores if where == "scores" else sinks).view(-1)[0] = value
+    shape = (2, 1, 4) if where == "scores" else (2,)
+    if ref is numpy_ref:
+        scores, sinks = scores.numpy(), sinks.numpy()
+    with pytest.raises(
+        ValueError, match=re.escape(f"{where} of shape {shape}")
+    ):
+        ref.softmax_with_sinks(scores, sinks)
+
+
+@MIRRORS
+def test_softmax_with_sinks_refuses_boolean_sinks(gen, ref):
+    scores, sinks = randn(gen, 2, 1, 4), torch.tensor([True, False])
+    if ref is numpy_ref:
+        scores, sinks = scores.numpy(), sinks.numpy()
+    with pytest.raises(TypeError, match="sinks"):
+        ref.softmax_with_sinks(scores, sinks)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "attention",
+        "attention_backward",
+        "tiled_attention_torch",
+        "tiled_attention_backward_torch",
+    ],
+)
+def test_bfloat16_sinks_with_a_mask_match_the_formula(gen, name):
+    # torch's mirror raised "Got unsupported ScalarType BFloat16" reading
+    # the sinks for the rows check: gpt-oss keeps them in the model dtype
+    q, k, v, mask, _, sinks = case(gen)
+    q, k, v, sinks = (t.bfloat16() for t in (q, k, v, sinks))
+    dout = torch.ones((*q.shape[:-1], v.shape[-1]), dtype=torch.bfloat16)
+    wide = [t.double() for t in (q, k, v)]
+    if "backward" in name:
+        leaves = [t.requires_grad_() for t in (*wide, sinks.double())]
+        out, _ = oracle(*leaves[:3], mask, sinks=leaves[3])
+        out.backward(dout.double())
+        want = [t.grad for t in leaves]
+    else:
+        want = [oracle(*wide, mask, sinks=sinks.double())[0]]
+    function = getattr(torch_ref if "tiled" not in name else tiled, name)
+    args = (q, k, v, dout) if "backward" in name else (q, k, v)
+    got = function(*args, mask, sinks=sinks)
+    if "backward" in name:  # dq, dk, dv, dsinks
+        got = list(got)
+    else:  # attention: (out, weights); the tiled pass: out
+        got = [got[0] if name == "attention" else got]
+    assert got[-1].dtype == torch.bfloat16
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(
+            g.double().numpy(), w.double().numpy(), atol=0.1, rtol=0.05
+        )
+
+
+@MIRRORS
+@pytest.mark.parametrize("name", ["bias", "sinks"])
+@pytest.mark.parametrize("value", [1e300, -1e300])
+def test_a_float64_modifier_beyond_float32_is_refused_alike(
+    gen, ref, name, value
+):
+    # NumPy's mirror read -1e300 as a blocked key (-inf in float32), and
+    # torch's blamed +1e300 on an overflow of q @ k^T
+    q, k, v, mask, bias, sinks = case(gen)
+    q, k, v = q.float(), k.float(), v.float()
+    modifier = bias if name == "bias" else sinks
+    modifier.view(-1)[1] = value
+    with pytest.raises(
+        ValueError, match=re.escape(f"{name} of shape {tuple(modifier.shape)}")
+    ) as error:
+        run(ref, q, k, v, mask, **{name: modifier})
+    assert "beyond float32" in str(error.value)

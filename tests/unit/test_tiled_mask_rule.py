@@ -327,3 +327,54 @@ def test_tiles_computed_checks_what_the_rule_returns(broken, error, words):
     # int or misfit mask was counted as if it were the tile's
     with pytest.raises(error, match=words):
         tiled.tiles_computed(broken, range(4), range(4), 2, 2)
+
+
+def test_tiled_rule_with_more_queries_than_keys_names_query_positions(ref):
+    # the default positions Tk - Tq .. Tk - 1 start at -2: the rule's
+    # guard named "query_positions = -2", which the caller never passed
+    q, k, v, _ = inputs(tq=4, tk=2)
+    rule = rules(ref)["sliding_window"]
+    with pytest.raises(ValueError, match=r"Tq = 4 of the Tk = 2 .* at -2"):
+        run(ref, q, k, v, mask_rule=rule)
+    # with positions given, it is the dense pass under the rule's mask
+    q_pos, k_pos = np.array([0, 1, 2, 3]), np.array([1, 2])
+    got = run(
+        ref,
+        q,
+        k,
+        v,
+        mask_rule=rule,
+        query_positions=iter(q_pos),
+        key_positions=k_pos,
+        block_q=3,
+        block_k=1,
+        empty_rows="zero",
+    )
+    blocked = numpy_ref.sliding_window_mask(q_pos, k_pos, window=5)
+    want, _ = numpy_ref.attention(q, k, v, blocked, empty_rows="zero")
+    np.testing.assert_allclose(got, want, **TOL)  # row 0 has no key: 0
+
+
+def test_tiled_backward_reads_iterator_positions_once(ref):
+    # the forward read the iterators, the backward's loop found them
+    # empty: "query_positions must have shape (5,), got (0,)"
+    q, k, v, dout = inputs(tq=5, tk=7)
+    q_pos, k_pos = [2, 3, 4, 5, 6], [0, 1, 2, 3, 4, 5, 6]
+    rule = rules(ref)["chunked"]
+    got = run_backward(
+        ref,
+        q,
+        k,
+        v,
+        dout,
+        mask_rule=rule,
+        causal=True,
+        query_positions=iter(q_pos),
+        key_positions=iter(k_pos),
+        block_q=2,
+        block_k=3,
+    )
+    blocked = numpy_ref.chunked_mask(q_pos, k_pos, chunk=6)
+    want = numpy_ref.attention_backward(q, k, v, dout, blocked)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, **TOL)

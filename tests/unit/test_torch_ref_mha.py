@@ -414,3 +414,36 @@ def test_torch_ref_does_not_import_numpy_ref():
         for alias in node.names
     }
     assert "numpy_ref" not in imported
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="CUDA is present")
+def test_mha_refuses_a_numpy_int_device_without_cuda():
+    # np.int64(0) is CUDA device 0: torch raised its own RuntimeError
+    with pytest.raises(ValueError, match=r"device=np\.int64\(0\) asks for"):
+        torch_ref.MultiHeadAttention(D_MODEL, N_HEAD, device=np.int64(0))
+
+
+@pytest.mark.parametrize("path", ["module", "sdpa"])
+def test_mha_reads_iterator_positions_once(path):
+    # q took the iterator's values, k found it empty: "0 positions"
+    torch.manual_seed(0)
+    m = torch_ref.MultiHeadAttention(
+        D_MODEL, N_HEAD, rope=True, dtype=torch.float64
+    )
+    x = torch.randn(B, TQ, D_MODEL, dtype=torch.float64)
+    at = [5, 2, 9, 7]
+    mask = torch_ref.causal_mask(TQ)
+
+    def run(positions):
+        if path == "sdpa":
+            return torch_ref.sdpa_forward(m, x, mask, positions=positions)
+        return m(x, mask, positions=positions)[0]
+
+    want = run(torch.tensor(at))
+    torch.testing.assert_close(run(iter(at)), want, rtol=0, atol=0)
+    # and the float64 oracle: numpy_ref's twin at the same positions
+    twin = torch_ref.to_numpy(m)
+    y = twin(x.numpy(), mask.numpy(), positions=np.array(at))[0]
+    np.testing.assert_allclose(
+        want.detach().numpy(), y, rtol=0, atol=atol(np.float64)
+    )
