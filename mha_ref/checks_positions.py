@@ -196,10 +196,9 @@ def rope_scaling(d, base, scaling, seq_len):
         raise ValueError(
             f"scaling['rope_theta']={theta} disagrees with base={base}"
         )
-    missing = [k for k in REQUIRED.get(rope_type, ()) if k not in scaling]
-    if rope_type == "longrope" and not {"factor", "attention_factor"} & set(
-        scaling
-    ):
+    given = {k for k, v in scaling.items() if v is not None}
+    missing = [k for k in REQUIRED.get(rope_type, ()) if k not in given]
+    if rope_type == "longrope" and not {"factor", "attention_factor"} & given:
         missing.append("factor or attention_factor")
     if missing:
         raise ValueError(
