@@ -77,11 +77,15 @@ def even_size(value, name, least=2):
 
 
 def integers(values, name, least=None):
-    """An int array (NumPy, list, scalar; bool and float refused)."""
+    """An int array (NumPy, list, scalar, tensor), as int64; floats only
+    when every value is a whole number; bool refused."""
     if is_tensor(values):
         values = values.detach().cpu().numpy()
     array = np.asarray(values)
-    if array.dtype.kind not in "iu":
+    whole = array.dtype.kind == "f" and np.isfinite(array).all()
+    if array.dtype.kind not in "iu" and not (
+        whole and (array == np.round(array)).all()
+    ):
         raise TypeError(
             f"{name} must hold integers, got dtype {array.dtype} and "
             f"shape {array.shape}"
