@@ -101,12 +101,13 @@ far = np.arange(0, 400)  # distances to earlier keys, rel = -far
 far_bucket = positions.t5_relative_bucket(-far)  # the encoder's rule
 sizes = np.bincount(far_bucket)  # how many distances share each bucket
 used = np.flatnonzero(sizes)
+last_from = int(far[far_bucket == used[-1]].min())
 glue.value(
     "t5",
     {
         "exact": int((sizes[used] == 1).sum()),
         "last_bucket": int(used[-1]),
-        "last_from": int(far[far_bucket == used[-1]].min()),
+        "last_from": last_from,
         "per_direction": len(used),
         "widest_below_last": int(sizes[used[:-1]].max()),
     },
@@ -133,7 +134,8 @@ glue.figure(
     alt=(
         "Step plot of T5's bucket against relative position from -160 to "
         "160: one bucket per distance near zero, then wider steps, flat "
-        "beyond 128; the one-way curve is 0 for every later key"
+        f"from a distance of {last_from} on; the one-way curve is 0 for "
+        "every later key"
     ),
 )
 
@@ -204,13 +206,12 @@ def draw_rules(fig, theme):
         ratio.items(), theme.series, strict=False
     ):
         ax.plot(wavelength, values, color=color, label=name, marker=".", ms=3)
-    ax.plot(wavelength, ratio["linear"] * 0 + 1, color=theme.muted, lw=0.8)
     ax.axvline(L, color=theme.muted, linestyle="--", lw=0.8)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("wavelength 2π / θ_i of the unscaled pair (positions)")
     ax.set_ylabel("scaled / unscaled frequency")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper right")
     ax.grid(alpha=0.3)
 
 
@@ -370,7 +371,7 @@ glue.figure(
     draw_temperature,
     alt=(
         "Llama 4's query temperature against position on a log axis: 1 "
-        "up to position 8190, then a staircase rising slowly, about 1.7 "
-        "at ten million"
+        "up to position 8190, then a staircase rising slowly, "
+        f"{glue.fmt(curve[-1], 2)} at ten million"
     ),
 )
