@@ -7,7 +7,8 @@ file, so a notebook carries only those its page imports: tensors
 (checks_torch.py), the tiled passes (checks_tiles.py), the KV cache
 (checks_cache.py), the conventions' translations
 (checks_conventions.py), latent attention (checks_latent.py), the cost
-model (checks_cost.py) and the trained heads (checks_induction.py).
+model (checks_cost.py), the trained heads (checks_induction.py) and
+the positions (checks_positions.py).
 """
 
 from collections.abc import Iterator
@@ -550,6 +551,54 @@ def rope_arguments(x, positions, base, as_array):
         positions = positions.to(x.device)
     rope_inputs(x.shape, positions, base)
     return x, positions
+
+
+def rotary_arguments(x, positions, base, as_array, inv_freq, rotary_dim):
+    """The guards of apply_rope: rope_arguments, then the rotated slice.
+
+    rotary_dim: None (every feature) or an even int 2 .. d_head.
+    inv_freq: None (base^(-2i / r)) or r / 2 finite reals; without
+    rotary_dim, r = 2 * len(inv_freq). Returns (x, positions,
+    inv_freq as float64 through as_array or None, r).
+    """
+    x, positions = rope_arguments(x, positions, base, as_array)
+    d_head = x.shape[-1]
+    r = d_head
+    if rotary_dim is not None:
+        integer(rotary_dim, "rotary_dim")
+        if rotary_dim < 2 or rotary_dim > d_head or rotary_dim % 2:
+            raise ValueError(
+                f"rotary_dim must be even and 2 .. d_head={d_head}, got "
+                f"rotary_dim={rotary_dim}"
+            )
+        r = int(rotary_dim)
+    if inv_freq is None:
+        return x, positions, None, r
+    if as_array is np.asarray:
+        not_a_tensor(inv_freq, "inv_freq", "torch_ref.apply_rope")
+    freq = array_of(inv_freq, "inv_freq", as_array)
+    if _kind(freq) not in "iuf" or freq.ndim != 1:
+        raise TypeError(
+            f"inv_freq must be 1-D real numbers (rope_frequencies' first "
+            f"output), got dtype {freq.dtype} and shape {tuple(freq.shape)}"
+        )
+    finite(_numbers_of(freq), "inv_freq")
+    want = r // 2 if rotary_dim is not None else None
+    if (
+        not len(freq)
+        or 2 * len(freq) > d_head
+        or want not in (None, len(freq))
+    ):
+        raise ValueError(
+            f"inv_freq must hold one frequency per rotated pair: "
+            f"{want or 'd_head / 2 at most'} (rotary_dim={rotary_dim}, "
+            f"d_head={d_head}), got {len(freq)}"
+        )
+    if is_tensor(freq):
+        freq = freq.to(x.device).double()
+    else:
+        freq = freq.astype(np.float64)
+    return x, positions, freq, 2 * len(freq)
 
 
 def rope_base(base, name="rope_base"):

@@ -187,9 +187,10 @@ def fill_value(mask, fill, dtype):
     return value
 
 
-def rope_weight(shape, n_head):
+def rope_weight(shape, n_head, rotary_dim=None):
     """W_Q or W_K, (n_head * d_head, d_model), or its bias (n_head *
-    d_head,): whole heads of an even size, for the RoPE pair reorder."""
+    d_head,): whole heads of an even size, for the RoPE pair reorder;
+    rotary_dim, None or an even int 2 .. d_head."""
     shape = tuple(shape)
     positive_integer(n_head, "n_head")
     if len(shape) not in (1, 2) or shape[0] % n_head:
@@ -199,6 +200,14 @@ def rope_weight(shape, n_head):
             f"split into n_head heads, got shape {shape}"
         )
     rope_head_size(shape[0] // n_head)
+    if rotary_dim is not None:
+        d_head = shape[0] // n_head
+        integer(rotary_dim, "rotary_dim")
+        if rotary_dim < 2 or rotary_dim > d_head or rotary_dim % 2:
+            raise ValueError(
+                f"rotary_dim must be even and 2 .. d_head={d_head}, got "
+                f"rotary_dim={rotary_dim}"
+            )
 
 
 def alibi_row(slopes, t):

@@ -25,50 +25,57 @@ from mha_ref import checks, checks_conventions, numpy_ref
 
 
 # --8<-- [start:rope-interleaved]
-def apply_rope_interleaved(x, positions, base=10000.0):
+def apply_rope_interleaved(x, positions, base=10000.0, rotary_dim=None):
     """RoPE on adjacent pairs (2i, 2i + 1): Meta's Llama code, RoFormer.
 
     x (..., T, d_head) at ``positions`` (T,). Pair i turns by the same
     angle as in torch_ref.apply_rope, position * base ** (-2 i / d_head),
     but pair i is features 2i and 2i + 1, not i and i + d_head / 2.
+    rotary_dim r: only the first r features turn, at base ** (-2 i / r),
+    the rest pass through (GLM's partial rotary).
     """
-    x, positions = checks.rope_arguments(x, positions, base, torch.as_tensor)
+    x, positions, _, r = checks.rotary_arguments(
+        x, positions, base, torch.as_tensor, None, rotary_dim
+    )
     if not x.is_floating_point():  # int or bool x: rotate in float32
         x = x.to(torch.promote_types(x.dtype, torch.float32))
-    d_head, dtype = x.shape[-1], x.dtype
-    # theta_i = base^(-2i / d_head), in float64, cast once
-    i = torch.arange(d_head // 2, device=x.device, dtype=torch.float64)
-    freq = float(base) ** (-2.0 * i / d_head)  # (d_head / 2,)
-    angle = positions.double()[:, None] * freq  # (T, d_head / 2)
+    dtype = x.dtype
+    # theta_i = base^(-2i / r), in float64, cast once
+    i = torch.arange(r // 2, device=x.device, dtype=torch.float64)
+    freq = float(base) ** (-2.0 * i / r)  # (r / 2,)
+    angle = positions.double()[:, None] * freq  # (T, r / 2)
     cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
-    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, d_head / 2) each
+    x, passed = x[..., :r], x[..., r:]  # (..., T, r), (..., T, d_head - r)
+    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, r / 2) each
     # each pair (x_2i, x_2i+1) turned by its angle, as R(m theta_i)
     turned = torch.stack([x1 * cos - x2 * sin, x1 * sin + x2 * cos], -1)
-    return turned.flatten(-2)  # (..., T, d_head / 2, 2) -> (..., T, d)
+    return torch.cat([turned.flatten(-2), passed], -1)  # (..., T, d_head)
     # --8<-- [end:rope-interleaved]
 
 
 # --8<-- [start:rope-permutation]
-def interleaved_to_rotate_half(weight, n_head):
+def interleaved_to_rotate_half(weight, n_head, rotary_dim=None):
     """W_Q or W_K of an interleaved-RoPE checkpoint, for rotate-half RoPE.
 
     weight (n_head * d_head, d_model), nn.Linear's (out, in), or its
     bias (n_head * d_head,); for W_K, n_head is the number of key/value
     heads. Within each head, row 2i moves to slot i and row 2i + 1 to
-    slot i + d_head / 2: the pair rotate-half turns together. This is
-    permute() in convert_llama_weights_to_hf.py of the transformers
-    repository (not shipped in its wheel), and the layout transformers'
-    DeepSeek-V3 turns interleaved features into.
+    slot i + r / 2: the pair rotate-half turns together. r is the
+    rotated slice, rotary_dim (partial rotary: GLM) or d_head; the rows
+    after it stay where they are. This is permute() in
+    convert_llama_weights_to_hf.py of the transformers repository (not
+    shipped in its wheel), and the layout transformers' DeepSeek-V3
+    turns interleaved features into.
     A torch tensor or a NumPy array; the result is of the same kind.
     """
-    checks_conventions.rope_weight(
-        weight.shape, n_head
-    )  # whole heads, even d_head
-    rest = weight.shape[1:]  # (d_model,) for a weight, () for a bias
+    checks_conventions.rope_weight(weight.shape, n_head, rotary_dim)
     d_head = weight.shape[0] // n_head
-    pairs = weight.reshape(n_head, d_head // 2, 2, *rest)  # (H, d/2, 2, ..)
-    halves = pairs.swapaxes(1, 2)  # (H, 2, d/2, ...): evens, then odds
-    return halves.reshape(weight.shape)  # (H * d_head, ...)
+    r = d_head if rotary_dim is None else rotary_dim  # the rotated slice
+    rows = np.arange(weight.shape[0]).reshape(n_head, d_head)  # (H, d_head)
+    pairs = rows[:, :r].reshape(n_head, r // 2, 2)  # (H, r / 2, 2)
+    # in the rotated slice, the evens, then the odds
+    rows[:, :r] = pairs.swapaxes(1, 2).reshape(n_head, r)
+    return weight[rows.ravel()]  # (H * d_head, ...), rows reordered
     # --8<-- [end:rope-permutation]
 
 

@@ -452,7 +452,7 @@ def prefix_lm_mask(query_positions, key_positions, prefix):
 
 
 # --8<-- [start:apply-rope]
-def apply_rope(x, positions, base=10000.0):
+def apply_rope(x, positions, base=10000.0, inv_freq=None, rotary_dim=None):
     """Rotary position embedding of x (..., T, d_head) at ``positions``.
 
     The rotate-half convention (GPT-NeoX, Hugging Face): feature i pairs
@@ -464,23 +464,31 @@ def apply_rope(x, positions, base=10000.0):
     rotation depends on the positions only through m - n. Positions of
     any int or float dtype; angles in float64, cast once.
 
+    rotary_dim r (GPT-NeoX's partial rotary): only the first r features
+    turn, pairs (i, i + r / 2) at base ** (-2 i / r); the rest pass
+    through. inv_freq (r / 2,): the frequencies instead, e.g. from
+    positions.rope_frequencies; r = 2 * len(inv_freq) by default.
+
     >>> x = np.array([[1.0, 0.0]])  # one row, d_head = 2
     >>> apply_rope(x, [1]).round(4)  # turned by 1 radian
     array([[0.5403, 0.8415]])
     """
-    x, positions = checks.rope_arguments(x, positions, base, np.asarray)
-    d_head, dtype = x.shape[-1], np.result_type(x.dtype, np.float32)
+    x, positions, freq, r = checks.rotary_arguments(
+        x, positions, base, np.asarray, inv_freq, rotary_dim
+    )
+    dtype = np.result_type(x.dtype, np.float32)
     x = x.astype(dtype, copy=False)  # int or bool x: rotate in float
-    half = d_head // 2
-    # theta_i = base^(-2i / d_head): one frequency per pair of features
-    freq = float(base) ** (-2.0 * np.arange(half) / d_head)  # float64
-    angle = positions.astype(np.float64)[:, None] * freq  # (T, d_head / 2)
-    angle = np.concatenate([angle, angle], axis=-1)  # (T, d_head)
+    half = r // 2
+    if freq is None:  # theta_i = base^(-2i / r): one per pair of features
+        freq = float(base) ** (-2.0 * np.arange(half) / r)  # float64
+    angle = positions.astype(np.float64)[:, None] * freq  # (T, r / 2)
+    angle = np.concatenate([angle, angle], axis=-1)  # (T, r)
     cos, sin = np.cos(angle).astype(dtype), np.sin(angle).astype(dtype)
+    x, passed = x[..., :r], x[..., r:]  # (..., T, r), (..., T, d_head - r)
     # rotate_half(x) = (-x2, x1): each pair (x1, x2) turned by 90 degrees
-    x1, x2 = x[..., :half], x[..., half:]  # (..., T, d_head / 2) each
-    rotated = np.concatenate([-x2, x1], axis=-1)  # (..., T, d_head)
-    return x * cos + rotated * sin  # (..., T, d_head)
+    x1, x2 = x[..., :half], x[..., half:]  # (..., T, r / 2) each
+    rotated = np.concatenate([-x2, x1], axis=-1)  # (..., T, r)
+    return np.concatenate([x * cos + rotated * sin, passed], -1)  # (.., d)
     # --8<-- [end:apply-rope]
 
 

@@ -369,7 +369,7 @@ def prefix_lm_mask(query_positions, key_positions, prefix):
 
 
 # --8<-- [start:apply-rope]
-def apply_rope(x, positions, base=10000.0):
+def apply_rope(x, positions, base=10000.0, inv_freq=None, rotary_dim=None):
     """Rotary position embedding of x (..., T, d_head) at ``positions``.
 
     The rotate-half convention (GPT-NeoX, Hugging Face): feature i pairs
@@ -381,25 +381,32 @@ def apply_rope(x, positions, base=10000.0):
     only through m - n. Positions of any int or float dtype; angles in
     float64, cast once to x's dtype (float32 for int or bool x).
 
+    rotary_dim r (GPT-NeoX's partial rotary): only the first r features
+    turn, pairs (i, i + r / 2) at base ** (-2 i / r); the rest pass
+    through. inv_freq (r / 2,): the frequencies instead, e.g. from
+    positions.rope_frequencies; r = 2 * len(inv_freq) by default.
+
     >>> x = torch.tensor([[1.0, 0.0]])  # one row, d_head = 2
     >>> apply_rope(x, [1]).round(decimals=4)  # turned by 1 radian
     tensor([[0.5403, 0.8415]])
     """
-    x, positions = checks.rope_arguments(x, positions, base, torch.as_tensor)
+    x, positions, freq, r = checks.rotary_arguments(
+        x, positions, base, torch.as_tensor, inv_freq, rotary_dim
+    )
     if not x.is_floating_point():  # int or bool x: rotate in float32
         x = x.to(torch.promote_types(x.dtype, torch.float32))
-    d_head, dtype = x.shape[-1], x.dtype
-    half = d_head // 2
-    # theta_i = base^(-2i / d_head): one frequency per pair of features
-    i = torch.arange(half, device=x.device, dtype=torch.float64)
-    freq = float(base) ** (-2.0 * i / d_head)  # (d_head / 2,), float64
-    angle = positions.double()[:, None] * freq  # (T, d_head / 2)
-    angle = torch.cat([angle, angle], dim=-1)  # (T, d_head)
+    dtype, half = x.dtype, r // 2
+    if freq is None:  # theta_i = base^(-2i / r): one per pair of features
+        i = torch.arange(half, device=x.device, dtype=torch.float64)
+        freq = float(base) ** (-2.0 * i / r)  # (r / 2,), float64
+    angle = positions.double()[:, None] * freq  # (T, r / 2)
+    angle = torch.cat([angle, angle], dim=-1)  # (T, r)
     cos, sin = angle.cos().to(dtype), angle.sin().to(dtype)
+    x, passed = x[..., :r], x[..., r:]  # (..., T, r), (..., T, d_head - r)
     # rotate_half(x) = (-x2, x1): each pair (x1, x2) turned by 90 degrees
-    x1, x2 = x[..., :half], x[..., half:]  # (..., T, d_head / 2) each
-    rotated = torch.cat([-x2, x1], dim=-1)  # (..., T, d_head)
-    return x * cos + rotated * sin  # (..., T, d_head)
+    x1, x2 = x[..., :half], x[..., half:]  # (..., T, r / 2) each
+    rotated = torch.cat([-x2, x1], dim=-1)  # (..., T, r)
+    return torch.cat([x * cos + rotated * sin, passed], -1)  # (..., d)
     # --8<-- [end:apply-rope]
 
 

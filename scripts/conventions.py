@@ -155,6 +155,70 @@ glue.table(
 )
 
 # %% [markdown]
+# ## Partial rotary: reorder only the rotated slice
+#
+# A layer that turns adjacent pairs in the first half of each head only,
+# as GLM does (`apply_rope_interleaved` with `rotary_dim`), loaded into
+# rotate-half RoPE on the same slice (`apply_rope` with `rotary_dim`):
+# its scores with the rows of $W_Q$ and $W_K$ reordered in the rotated
+# slice only, and with the whole head reordered (the full-rotary bridge).
+
+# %%
+p_head, p_dh, p_model, p_t = 2, 16, 12, 7
+p_r = p_dh // 2  # partial_rotary_factor 0.5
+p_gen = torch.Generator().manual_seed(48)  # its own: later cells keep gen
+p_x = torch.randn(1, p_t, p_model, generator=p_gen, dtype=torch.float64)
+p_w = {
+    name: torch.randn(
+        p_head * p_dh, p_model, generator=p_gen, dtype=torch.float64
+    )
+    for name in ("wq", "wk")
+}
+p_pos = torch.arange(p_t)
+
+
+def partial_scores(wq, wk, rope):
+    q = (p_x @ wq.T).view(1, p_t, p_head, p_dh).transpose(1, 2)
+    k = (p_x @ wk.T).view(1, p_t, p_head, p_dh).transpose(1, 2)
+    return rope(q) @ rope(k).transpose(-2, -1)  # (1, H, T, T)
+
+
+glm_like = partial_scores(
+    p_w["wq"],
+    p_w["wk"],
+    lambda x: conventions.apply_rope_interleaved(x, p_pos, rotary_dim=p_r),
+)
+
+
+def half_rope(x):
+    return torch_ref.apply_rope(x, p_pos, rotary_dim=p_r)
+
+
+bridged = {
+    "slice": [
+        conventions.interleaved_to_rotate_half(p_w[n], p_head, p_r)
+        for n in ("wq", "wk")
+    ],
+    "whole": [
+        conventions.interleaved_to_rotate_half(p_w[n], p_head)
+        for n in ("wq", "wk")
+    ],
+}
+rope_partial = glue.value(
+    "rope_partial",
+    {
+        "d_head": p_dh,
+        "rotary_dim": p_r,
+        **{
+            name: float((partial_scores(*w, half_rope) - glm_like).abs().max())
+            for name, w in bridged.items()
+        },
+        "score_scale": float(glm_like.abs().max()),
+    },
+)
+
+
+# %% [markdown]
 # ## The causal corner when queries and keys differ in number
 #
 # `conventions.causal_query_positions` gives the positions the $T_q$

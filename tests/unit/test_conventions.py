@@ -678,3 +678,69 @@ def test_additive_mask_refuses_a_numpy_mask_naming_it():
     # it raised torch's own masked_fill error
     with pytest.raises(TypeError, match=r"mask must be a torch\.Tensor"):
         conventions.additive_mask(np.array([[True, False]]), torch.float32)
+
+
+def glm_rotary(q, positions, fraction):
+    """transformers 5.24.0 GLM's rotary embedding and its interleaved
+    partial apply_rotary_pos_emb on q (B, H, T, d)."""
+    from transformers import GlmConfig
+    from transformers.models.glm import modeling_glm
+
+    h, d = q.shape[1], q.shape[3]
+    config = GlmConfig(
+        hidden_size=h * d,
+        num_attention_heads=h,
+        num_key_value_heads=h,
+        head_dim=d,
+        partial_rotary_factor=fraction,
+    )
+    rotary = modeling_glm.GlmRotaryEmbedding(config)
+    cos, sin = rotary(q, torch.as_tensor(positions)[None])
+    return modeling_glm.apply_rotary_pos_emb(q, q, cos, sin)[0]
+
+
+def test_apply_rope_interleaved_rotary_dim_is_glms(gen):
+    q = randn(gen, 1, 2, 6, 16)
+    positions = torch.arange(6) * 7
+    want = glm_rotary(q, positions, 0.5)
+    got = conventions.apply_rope_interleaved(q, positions, rotary_dim=8)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-5)
+
+
+def test_partial_rotary_bridge_reorders_only_the_rotated_slice(gen):
+    # GLM: adjacent pairs on half of each head. The reorder of the
+    # rotated slice gives rotate-half (apply_rope with rotary_dim) the
+    # model's scores; the whole-head reorder, right for a full-rotary
+    # model, moves passed features into the rotated slice
+    n_head, d_head, d_model, t = 2, 16, 12, 7
+    r = d_head // 2
+    x = randn(gen, 1, t, d_model)
+    wq = randn(gen, n_head * d_head, d_model)
+    wk = randn(gen, n_head * d_head, d_model)
+    positions = torch.arange(t) * 5
+    q, k = heads(x, wq, wk, n_head, n_head)
+    glm = glm_rotary(q, positions, 0.5) @ glm_rotary(
+        k, positions, 0.5
+    ).transpose(-2, -1)
+
+    def scores(reorder):
+        q, k = heads(x, reorder(wq), reorder(wk), n_head, n_head)
+        q = torch_ref.apply_rope(q, positions, rotary_dim=r)
+        k = torch_ref.apply_rope(k, positions, rotary_dim=r)
+        return q @ k.transpose(-2, -1)
+
+    sliced = scores(
+        lambda w: conventions.interleaved_to_rotate_half(w, n_head, r)
+    )
+    whole = scores(lambda w: conventions.interleaved_to_rotate_half(w, n_head))
+    np.testing.assert_allclose(sliced.numpy(), glm.numpy(), atol=1e-4)
+    assert (whole - glm).abs().max() > 1.0  # silently wrong
+
+
+def test_interleaved_to_rotate_half_rotary_dim_keeps_the_rest():
+    rows = torch.arange(16.0)[:, None]  # two heads of 8
+    got = conventions.interleaved_to_rotate_half(rows, 2, rotary_dim=4)
+    expected = [0, 2, 1, 3, 4, 5, 6, 7, 8, 10, 9, 11, 12, 13, 14, 15]
+    assert got[:, 0].tolist() == expected
+    with pytest.raises(ValueError, match="rotary_dim"):
+        conventions.interleaved_to_rotate_half(rows, 2, rotary_dim=3)
