@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import torch
+from matplotlib.colors import to_rgba
 from matplotlib.patches import FancyArrowPatch, Rectangle
 
 import glue
@@ -60,67 +61,57 @@ print(tables, "every read equals what was appended:", exact)
 
 def draw_tables(fig, theme):
     ax = fig.subplots()
-    n = cache.num_blocks
-    users = {}
+    users = {}  # physical block -> the sequences reading it
     for s, table in tables.items():
         for b in table:
             users.setdefault(b, []).append(s)
-    rows = {"A": 3.2, "B": 2.0, "C": 0.8}
-    for j in range(n):  # the pool, drawn once
-        shared = len(users.get(j, [])) > 1
-        used = j in users
+    colour = {s: theme.series[i] for i, s in enumerate(tables)}
+    shared_colour = theme.series[3]
+
+    def fill(block):
+        readers = users.get(block, [])
+        if len(readers) > 1:
+            return shared_colour
+        return colour[readers[0]] if readers else "none"
+
+    def box(x, y, w, text, face):
         ax.add_patch(
             Rectangle(
-                (j * 1.1, 5.0),
-                1,
-                0.8,
-                facecolor=theme.series[1]
-                if shared
-                else (theme.series[0] if used else "none"),
-                edgecolor=theme.text,
-                hatch=None if used else "///",
+                (x, y), w, 0.7, facecolor=face, edgecolor=theme.text,
+                hatch=None if face != "none" else "///", zorder=2,
             )
-        )
-        ax.text(j * 1.1 + 0.5, 6.0, str(j), ha="center", fontsize=8)
-    ax.text(-0.2, 5.4, "pool", ha="right", va="center")
-    for s, table in tables.items():
-        y = rows[s]
-        ax.text(
-            -0.2, y + 0.3, f"{s} ({cache.length(s)})", ha="right", va="center"
-        )
+        )  # fmt: skip
+        on = theme.text if face == "none" else theme.text_on(to_rgba(face))
+        ax.text(x + w / 2, y + 0.35, text, ha="center", va="center",
+                fontsize=8, color=on, zorder=3)  # fmt: skip
+
+    pool_y = 4.6
+    for j in range(cache.num_blocks):  # the pool: each block drawn once
+        readers = "+".join(users.get(j, [])) or "free"
+        box(j * 1.1, pool_y, 1.0, readers, fill(j))
+        ax.text(j * 1.1 + 0.5, pool_y + 0.85, str(j), ha="center",
+                fontsize=8)  # fmt: skip
+    ax.text(-0.2, pool_y + 0.35, "pool", ha="right", va="center")
+    for row, (s, table) in enumerate(tables.items()):
+        y = 3.0 - 1.2 * row
+        ax.text(-0.2, y + 0.35, f"{s}: {cache.length(s)} pos.",
+                ha="right", va="center")  # fmt: skip
         for i, b in enumerate(table):
-            x = 1.5 + i * 1.6
-            ax.add_patch(
-                Rectangle(
-                    (x, y), 1.2, 0.6, facecolor="none", edgecolor=theme.text
-                )
-            )
-            ax.text(
-                x + 0.6,
-                y + 0.3,
-                f"{i}→{b}",
-                ha="center",
-                va="center",
-                fontsize=8,
-            )
+            x = 1.0 + i * 2.6
+            box(x, y, 1.4, f"{i} → {b}", fill(b))
             ax.add_patch(
                 FancyArrowPatch(
-                    (x + 0.6, y + 0.6),
-                    (b * 1.1 + 0.5, 5.0),
-                    arrowstyle="-|>",
-                    mutation_scale=8,
-                    color=theme.series[1]
-                    if len(users[b]) > 1
-                    else theme.muted,
-                    linewidth=1.2 if len(users[b]) > 1 else 0.8,
+                    (x + 0.7, y + 0.7), (b * 1.1 + 0.5, pool_y),
+                    arrowstyle="-|>", mutation_scale=8, zorder=1,
+                    color=fill(b) if len(users[b]) > 1 else theme.muted,
+                    linewidth=1.6 if len(users[b]) > 1 else 0.8,
                 )
-            )
-    ax.set_xlim(-2.2, n * 1.1 + 0.2)
-    ax.set_ylim(0.5, 6.4)
+            )  # fmt: skip
+    ax.set_xlim(-2.4, cache.num_blocks * 1.1)
+    ax.set_ylim(0.5, 5.9)
     ax.axis("off")
     ax.set_title(
-        "logical blocks (table entry → physical block); blocks read by "
-        "two sequences highlighted",
+        "table entries: logical block → physical block",
         fontsize=9,
         loc="left",
     )
