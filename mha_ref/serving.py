@@ -57,6 +57,10 @@ class PagedKVCache:
     def dtype(self):
         return self.keys.dtype
 
+    @property
+    def num_free_blocks(self):
+        return len(self.free_blocks)
+
     def block_table(self, seq_id):
         """The physical blocks of a sequence, in logical order."""
         return list(self.tables[checks_serving.known(self, seq_id)])
@@ -78,9 +82,10 @@ class PagedKVCache:
         # a shared, partly filled last block is copied before writing
         needed = int(shared) + math.ceil(max(t_new - room, 0) / bs)
         if needed > len(self.free_blocks):
+            free = len(self.free_blocks)
             raise RuntimeError(
-                f"append to sequence {seq_id!r} needs {needed} free "
-                f"block(s), but {len(self.free_blocks)} are free"
+                f"append to sequence {seq_id!r} needs {needed} blocks but "
+                f"{free} are free ({free} free of {self.num_blocks})"
             )
         if shared:  # copy on write: the others keep the old block
             old, new = table[-1], self.free_blocks.pop(0)

@@ -144,11 +144,11 @@ def test_paged_cache_refused_append_changes_nothing(scrambled):
     # "a" holds 7 positions in 3 blocks (2 free slots); 6 more need 2
     # blocks and 1 is free
     big = randn(H_KV, 6, D)
-    with pytest.raises(RuntimeError, match=r"needs 2 free block.*1 are free"):
+    with pytest.raises(RuntimeError, match=r"needs 2 blocks but 1 are free"):
         cache.append("a", big, big)
     assert_same_state(before, state(cache))
     # a refused first append leaves the sequence unknown
-    with pytest.raises(RuntimeError, match=r"needs 3 free block.*1 are free"):
+    with pytest.raises(RuntimeError, match=r"needs 3 blocks but 1 are free"):
         cache.append("new", randn(H_KV, 7, D), randn(H_KV, 7, D))
     assert "new" not in cache.tables
     with pytest.raises(ValueError, match="unknown sequence"):
@@ -193,6 +193,21 @@ def test_paged_cache_fork_shares_then_copies_on_write():
     assert sorted(cache.free_blocks) == list(range(6))
 
 
+def test_paged_cache_parent_that_writes_first_gets_the_copy():
+    cache = serving.PagedKVCache(4, 4, 1, 2, dtype=F64)
+    k = randn(1, 5, 2)
+    cache.append("p", k, k)
+    cache.fork("p", "c")
+    shared = cache.block_table("c")
+    k1 = randn(1, 2, 2, seed=1)
+    cache.append("p", k1, k1)  # the parent writes first: it copies
+    assert cache.block_table("c") == shared
+    assert cache.block_table("p")[0] == shared[0]
+    assert cache.block_table("p")[1] not in shared
+    assert torch.equal(cache.gather("c")[0], k)
+    assert torch.equal(cache.gather("p")[0], torch.cat([k, k1], 1))
+
+
 def test_paged_cache_fork_of_full_blocks_copies_nothing():
     cache = serving.PagedKVCache(4, 2, 1, 2, dtype=F64)
     k = randn(1, 4, 2)
@@ -210,7 +225,7 @@ def test_paged_cache_copy_on_write_refused_without_a_free_block():
     cache.append(0, k, k)  # both blocks, the second half full
     cache.fork(0, 1)
     before = state(cache)
-    with pytest.raises(RuntimeError, match=r"needs 1 free block.*0 are free"):
+    with pytest.raises(RuntimeError, match=r"needs 1 blocks but 0 are free"):
         cache.append(1, k[:, :1], k[:, :1])  # the copy needs a block
     assert_same_state(before, state(cache))
 
