@@ -111,10 +111,11 @@ class PagedKVCache:
         seq_id = checks_serving.known(self, seq_id)
         table = torch.tensor(self.tables[seq_id], dtype=torch.long)
         n = self.lengths[seq_id]
+        slots = (self.n_kv_heads, len(table) * self.block_size, self.d_head)
         k = self.keys[table].transpose(0, 1)  # (H_kv, n_blocks, bs, d)
         v = self.values[table].transpose(0, 1)
-        k = k.reshape(self.n_kv_heads, -1, self.d_head)[:, :n]  # (H_kv, n, d)
-        v = v.reshape(self.n_kv_heads, -1, self.d_head)[:, :n]
+        k = k.reshape(slots)[:, :n]  # (H_kv, n, d): the last block's rest cut
+        v = v.reshape(slots)[:, :n]
         return k, v
         # --8<-- [end:paged-cache-gather]
 

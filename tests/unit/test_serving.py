@@ -379,6 +379,7 @@ def test_paged_attention_bad_input_is_refused(scrambled):
     with pytest.raises(TypeError, match="cache must be a serving"):
         serving.paged_attention(q, {}, ["a", "c"])
     cache.append("empty", randn(H_KV, 0, D), randn(H_KV, 0, D))
+    assert cache.gather("empty")[0].shape == (H_KV, 0, D)
     with pytest.raises(ValueError, match="'empty' holds no keys"):
         serving.paged_attention(q, cache, ["a", "empty"])
     cache.free("empty")
