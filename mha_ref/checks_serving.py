@@ -242,6 +242,22 @@ def _real(value, name):
     return torch.from_numpy(np.ascontiguousarray(numbers))
 
 
+def _stacked(value):
+    # a list of P tensors, one per partial, as one (P, ...) tensor
+    if (
+        isinstance(value, list | tuple)
+        and value
+        and all(map(is_tensor, value))
+    ):
+        if len({tuple(t.shape) for t in value}) > 1:
+            shapes = [tuple(t.shape) for t in value]
+            raise ValueError(
+                f"the partials must share one shape, got {shapes}"
+            )
+        return torch.stack(value)
+    return value
+
+
 def partials(outputs, lses):
     """outputs (P, ..., d) and lses (P, ...) for merge_partials.
 
@@ -250,6 +266,7 @@ def partials(outputs, lses):
     wide dtype and a function giving the result in the caller's kind
     (NumPy arrays for NumPy or list input, tensors otherwise).
     """
+    outputs, lses = _stacked(outputs), _stacked(lses)
     as_numpy = not (is_tensor(outputs) or is_tensor(lses))
     out_dtype = _real(outputs, "outputs").dtype
     outputs, lses = _real(outputs, "outputs"), _real(lses, "lses")

@@ -542,6 +542,11 @@ def test_merge_partials_of_nothing_is_zero_with_lse_minus_inf():
     assert lse[:2].isneginf().all()
     torch.testing.assert_close(out[2], outputs[0, 2], **TOL)
     assert lse[2].item() == 1.0
+    # a list of tensors, one per partial, is stacked
+    out, lse = serving.merge_partials(
+        list(OUTPUTS), [torch.tensor(x, dtype=F64) for x in (2, 4, math.inf)]
+    )
+    assert out.item() == pytest.approx(WANT)
     # NumPy and lists give NumPy back
     out, lse = serving.merge_partials(OUTPUTS.numpy(), [2.0, 4.0, math.inf])
     assert isinstance(out, np.ndarray)
