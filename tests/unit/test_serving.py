@@ -230,6 +230,51 @@ def test_paged_cache_copy_on_write_refused_without_a_free_block():
     assert_same_state(before, state(cache))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_paged_cache_random_operations_keep_every_sequence(seed):
+    # appends (some refused), forks and frees in random order against a
+    # plain dict of the sequences; the pool's accounting stays exact
+    rng = np.random.default_rng(seed)
+    cache = serving.PagedKVCache(8, 3, 1, 2, dtype=F64)
+    held = {}  # seq -> its keys (1, T, 2); values are keys + 1
+    for step in range(120):
+        op = rng.choice(["append", "append", "fork", "free"])
+        names = sorted(held)
+        if op == "append":
+            pick = [*names, *range(6)]  # a held sequence or a new one
+            seq = int(pick[rng.integers(len(pick))])
+            k = torch.from_numpy(
+                rng.standard_normal((1, rng.integers(0, 7), 2))
+            )
+            before = state(cache)
+            try:
+                cache.append(seq, k, k + 1)
+            except RuntimeError:
+                assert_same_state(before, state(cache))
+                continue
+            old = held.get(seq, k[:, :0])
+            held[seq] = torch.cat([old, k], 1)
+        elif op == "fork" and names:
+            parent, child = names[rng.integers(len(names))], 100 + step
+            cache.fork(parent, child)
+            held[child] = held[parent]
+        elif op == "free" and names:
+            seq = names[rng.integers(len(names))]
+            cache.free(seq)
+            del held[seq]
+        for seq, k in held.items():
+            got_k, got_v = cache.gather(seq)
+            assert torch.equal(got_k, k)
+            assert torch.equal(got_v, k + 1)
+        readers = [0] * cache.num_blocks
+        for seq in held:
+            for block in cache.block_table(seq):
+                readers[block] += 1
+        assert readers == cache.users
+        free = [b for b in range(cache.num_blocks) if readers[b] == 0]
+        assert sorted(cache.free_blocks) == free
+
+
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
