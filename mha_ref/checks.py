@@ -7,8 +7,9 @@ file, so a notebook carries only those its page imports: tensors
 (checks_torch.py), the tiled passes (checks_tiles.py), the KV cache
 (checks_cache.py), the conventions' translations
 (checks_conventions.py), latent attention (checks_latent.py), the cost
-model (checks_cost.py), the trained heads (checks_induction.py) and
-the positions (checks_positions.py).
+model (checks_cost.py), the trained heads (checks_induction.py), the
+positions (checks_positions.py) and attention in a server
+(checks_serving.py).
 """
 
 from collections.abc import Iterator

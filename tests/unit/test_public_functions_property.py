@@ -2593,6 +2593,115 @@ def t5_bias_case():
         for i in range(tq):
             for j in range(tk):
                 out[:, i, j] = table[t5_bucket64(j - i, **sizes)]
+
+
+# -- attention in a server (serving) --------------------------------------
+
+
+def merge_partials_case():
+    """P partials of one attention, some empty (LSE +inf or -inf)."""
+
+    def make(data):
+        p, rows = data.draw(st.integers(1, 4)), data.draw(st.integers(1, 3))
+        outputs = normal(data, (p, rows, data.draw(st.integers(1, 3))))
+        lses = normal(data, (p, rows), nan=False) * 3
+        marks = [data.draw(st.sampled_from([0, 1, -1])) for _ in range(p)]
+        for i, mark in enumerate(marks[1:], 1):  # partial 0 is never empty
+            if mark:
+                lses[i] = mark * np.inf
+        lses = pick(data, lses, lses[:-1], lses.astype(bool), np.nan * lses)
+        fw = data.draw(st.sampled_from(["numpy", "torch"]))
+        return lambda: ((frame(fw, outputs), frame(fw, lses)), {})
+
+    def oracle(outputs, lses):
+        o, lse = f64(outputs), np.asarray(lses)
+        if lse.dtype == bool or lse.shape != o.shape[:-1]:
+            return REFUSE
+        lse = lse.astype(np.float64)
+        empty = np.isinf(lse)
+        if np.isnan(lse).any() or np.isnan(o[~empty]).any():
+            return REFUSE
+        # L = log sum_p e^(L_p); o = sum_p e^(L_p - L) o_p
+        total = np.log(np.where(empty, 0.0, np.exp(lse)).sum(axis=0))
+        weights = np.where(empty, 0.0, np.exp(lse - total))
+        merged = (weights[..., None] * np.nan_to_num(o)).sum(axis=0)
+        return merged, total
+
+    return Case(make, oracle)
+
+
+def split_kv_decode_case():
+    def make(data):
+        q_shape, k_shape, v_shape = qkv_shapes(data)
+        q, k, v = (normal(data, s) for s in (q_shape, k_shape, v_shape))
+        splits = pick(data, data.draw(st.integers(1, 7)), 0, 1.5)
+        return lambda: ((*(frame("torch", x) for x in (q, k, v)), splits), {})
+
+    def oracle(q, k, v, num_splits):
+        if not is_int(num_splits, 1) or np.isnan(f64(q)).any():
+            return REFUSE
+        if any(np.isnan(f64(x)).any() for x in (k, v)):
+            return REFUSE
+        result = attention64(q, k, v)
+        if result is REFUSE:
+            return REFUSE
+        qq, kk = f64(q), f64(k)
+        if qq.shape[-3] > kk.shape[-3] > 1:  # grouped, as attention64
+            kk = np.repeat(kk, qq.shape[-3] // kk.shape[-3], -3)
+        s = qq @ np.swapaxes(kk, -2, -1) / math.sqrt(qq.shape[-1])
+        top = s.max(axis=-1)
+        return result[0], top + np.log(np.exp(s - top[..., None]).sum(-1))
+
+    return Case(make, oracle)
+
+
+def varlen_attention_case():
+    """Packed sequences of random lengths (some empty), causal or not."""
+
+    def make(data):
+        b = data.draw(st.integers(1, 3))
+        lk = [data.draw(st.integers(0, 4)) for _ in range(b)]
+        lq = [data.draw(st.integers(0, n)) for n in lk]
+        lq[0] = pick(data, lq[0], lk[0] + 1)  # more queries than keys
+        cu_q, cu_k = (np.concatenate([[0], np.cumsum(x)]) for x in (lq, lk))
+        cu_k = pick(data, cu_k, cu_k[::-1], cu_k + 1, cu_k.astype(float))
+        h, h_kv = data.draw(st.sampled_from([(1, 1), (2, 1), (4, 2), (2, 2)]))
+        q = normal(data, (sum(lq), h, 3))
+        k, v = (
+            normal(data, (sum(lk), h_kv, 3)),
+            normal(data, (sum(lk), h_kv, 2)),
+        )
+        causal = data.draw(st.booleans())
+        args = (*(frame("torch", x) for x in (q, k, v)), cu_q, cu_k)
+        return lambda: (args, {"causal": causal})
+
+    def oracle(q, k, v, cu_q, cu_k, causal=True):
+        cu_q, cu_k = np.asarray(cu_q), np.asarray(cu_k)
+        if cu_k.dtype.kind != "i" or (np.diff(cu_k) < 0).any():
+            return REFUSE
+        if cu_k[0] != 0 or cu_k[-1] != k.shape[0]:
+            return REFUSE
+        out = np.zeros((q.shape[0], q.shape[1], v.shape[-1]))
+        for i in range(len(cu_q) - 1):
+            rows, keys = slice(*cu_q[i : i + 2]), slice(*cu_k[i : i + 2])
+            lq, lk = rows.stop - rows.start, keys.stop - keys.start
+            if lq == 0:
+                continue
+            if (causal and lq > lk) or lk == 0:
+                return REFUSE
+            mask = None
+            if causal:  # bottom right: query j sees keys up to j + Lk - Lq
+                mask = np.triu(np.ones((lq, lk), bool), k=1 + lk - lq)
+            result = attention64(
+                *(
+                    np.swapaxes(f64(x)[s], 0, 1)
+                    for x, s in ((q, rows), (k, keys), (v, keys))
+                ),
+                mask,
+            )
+            if result is REFUSE or np.isnan(result[0]).any():
+                return REFUSE
+            out[rows] = np.swapaxes(result[0], 0, 1)
         return out
 
     return Case(make, oracle)
@@ -2675,6 +2784,33 @@ def rope_frequencies_case():
             return REFUSE
         return rope_frequencies64(d, base, scaling, seq_len)
 
+
+def tree_mask_case():
+    def make(data):
+        n = data.draw(st.integers(0, 6))
+        parents = [data.draw(st.integers(-1, i - 1)) for i in range(n)]
+        if n:
+            parents[-1] = pick(data, parents[-1], n - 1, -2)
+        prefix = pick(data, data.draw(st.integers(0, 3)), -1, 1.5)
+        kind = data.draw(st.sampled_from([list, np.asarray, torch.tensor]))
+        return lambda: ((kind(parents), prefix), {})
+
+    def oracle(parents, prefix_length):
+        parents = [int(p) for p in parents]
+        if not is_int(prefix_length, 0):
+            return REFUSE
+        if any(not -1 <= p < i for i, p in enumerate(parents)):
+            return REFUSE
+        n = len(parents)
+        blocked = np.ones((n, prefix_length + n), bool)
+        blocked[:, :prefix_length] = False
+        for i in range(n):
+            node = i
+            while node >= 0:  # node i, then each ancestor in turn
+                blocked[i, prefix_length + node] = False
+                node = parents[node]
+        return blocked
+
     return Case(make, oracle)
 
 
@@ -2724,6 +2860,34 @@ def query_temperature_case():
             return REFUSE
         steps = [math.floor((p + 1) / floor_scale) for p in positions]
         return np.array([1 + attn_scale * math.log(1 + s) for s in steps])
+
+
+def verify_greedy_case():
+    def make(data):
+        n, vocab = data.draw(st.integers(0, 4)), data.draw(st.integers(1, 5))
+        logits = normal(data, (n + 1, vocab))
+        target = logits.argmax(axis=-1)
+        draft = [
+            int(t)
+            if data.draw(st.booleans())
+            else data.draw(st.integers(0, vocab - 1))
+            for t in target[:n]
+        ]
+        draft = pick(data, draft, [*draft, 0], [vocab] * n)
+        return lambda: ((list(draft), frame("torch", logits)), {})
+
+    def oracle(draft_tokens, target_logits):
+        logits = f64(target_logits)
+        n = len(draft_tokens)
+        if logits.shape[0] != n + 1 or np.isnan(logits).any():
+            return REFUSE
+        if any(t >= logits.shape[1] for t in draft_tokens):
+            return REFUSE
+        target = logits.argmax(axis=-1)
+        accepted = 0
+        while accepted < n and draft_tokens[accepted] == target[accepted]:
+            accepted += 1
+        return np.float64(accepted), np.float64(target[accepted])
 
     return Case(make, oracle)
 
@@ -2843,6 +3007,11 @@ CASES |= {
     "positions.query_temperature": query_temperature_case(),
     "numpy_ref.apply_rope#partial": partial_rope_case("numpy"),
     "torch_ref.apply_rope#partial": partial_rope_case("torch"),
+    "serving.merge_partials": merge_partials_case(),
+    "serving.split_kv_decode": split_kv_decode_case(),
+    "serving.varlen_attention": varlen_attention_case(),
+    "serving.tree_mask": tree_mask_case(),
+    "serving.verify_greedy": verify_greedy_case(),
 }
 MODULE_PATHS = {
     "torch_ref.sdpa_forward": "sdpa",
@@ -2881,6 +3050,8 @@ ELSEWHERE = {
     "memory.peak_bytes_numpy": "measures bytes: test_tiled.py",
     "memory.peak_bytes_torch_cpu": "measures bytes: test_tiled.py",
     "tolerances.atol": "a table of tolerances: test_checks.py",
+    "serving.PagedKVCache": "a cache with state: test_serving.py",
+    "serving.paged_attention": "reads a PagedKVCache: test_serving.py",
     **{
         f"diagnose.{name}": "the checker: test_diagnose.py"
         for name in (
