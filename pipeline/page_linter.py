@@ -17,6 +17,8 @@ through, or report it without the page line:
   the names that exist there;
 - check_hand_typed: a result typed by hand instead of a placeholder (the
   results are what the pages' placeholders read: found, not listed);
+- check_answers: a number typed in an exercise's answer (a ``??? success``
+  block), where every number is a placeholder;
 - check_math: a formula KaTeX cannot parse, or one holding a control
   character (a backslash escape Python ate: the TAB of "\theta").
 """
@@ -377,6 +379,67 @@ def _typed_problem(page, clean, match, dotted):
     )
 
 
+# ------------------------------------------------------- exercise answers
+
+# An exercise's answer: a collapsed block of Material's "success" type,
+# ??? success "Answer", nested in the !!! question of the exercise.
+RE_ANSWER = re.compile(r"^(?P<indent>[ \t]*)\?\?\?\+?[ \t]+success\b")
+# What may hold digits in an answer: inline code, a link's address, and
+# a math subscript or exponent ($x_1$, $e^{-2}$): symbols, not results.
+RE_ANSWER_ALLOWED = re.compile(
+    r"`[^`\n]*`|\]\([^)\n]*\)|[_^](?:\{[^}\n]*\}|\d)"
+)
+RE_DIGITS = re.compile(r"(?<![\w\\])[-\u2212]?\d+(?:[.,]\d+)*")
+
+
+def answer_lines(text):
+    """(line number, line) of each line inside an answer block, the
+    code blocks in it left out."""
+    lines = text.split("\n")
+    i = 0
+    while i < len(lines):
+        match = RE_ANSWER.match(lines[i])
+        i += 1
+        if not match:
+            continue
+        indent, fence = len(match["indent"].expandtabs(4)), None
+        while i < len(lines):
+            line = lines[i]
+            if line.strip() and len(line) - len(line.lstrip()) <= indent:
+                break  # the block ends where the indentation does
+            opening = RE_FENCE.match(line)
+            if fence is None and opening and opening["fence"]:
+                fence = opening["fence"]
+            elif fence is not None and line.strip().startswith(fence):
+                fence = None
+            elif fence is None:
+                yield i + 1, line
+            i += 1
+
+
+def check_answers(root):
+    """A number typed in an exercise's answer: every number there comes
+    from the page's script, as a placeholder."""
+    problems = []
+    for page, text in pages(root):
+        # placeholders are allowed: blank them, keeping line numbers
+        clean = RE_TEMPLATE.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), text)
+        for number, line in answer_lines(clean):
+            match = RE_DIGITS.search(RE_ANSWER_ALLOWED.sub(" ", line))
+            if match:
+                problems.append(
+                    Problem(
+                        page,
+                        number,
+                        f"{match[0]!r} typed in an exercise's answer: "
+                        "compute it in the page script's Exercises cell, "
+                        "glue it (glue.value) and write << page.name >> "
+                        "instead",
+                    )
+                )
+    return problems
+
+
 # ------------------------------------------------------------------ math
 
 RE_MATH = re.compile(
@@ -446,6 +509,7 @@ CHECKS = [
     check_includes,
     check_placeholders,
     check_hand_typed,
+    check_answers,
     check_math,
 ]
 
@@ -462,6 +526,7 @@ def lint(root=ROOT, typesetter=None):
         *check_includes(root),
         *check_placeholders(root, rendered),
         *check_hand_typed(root, data),
+        *check_answers(root),
         *check_math(root, typesetter, rendered),
     ]
     if own:

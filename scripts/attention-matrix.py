@@ -258,3 +258,66 @@ weighted_sum = glue.value(
         "weights_sum": mix.sum(),
     },
 )
+
+# %% [markdown]
+# ## Exercises
+#
+# The page's exercises, computed. 1: the shapes of a batched
+# cross-attention with a padding mask. 2: one query against three keys,
+# the third blocked, by hand. 3: the page's four tokens with the mask
+# transposed, which blocks the past instead of the future. Change the
+# inputs and rerun.
+
+# %%
+rng = np.random.default_rng(0)
+b, h, tq, tk, dk = 2, 3, 4, 6, 8  # exercise 1
+q1 = rng.standard_normal((b, h, tq, dk))  # (B, H, Tq, dk)
+k1 = rng.standard_normal((b, h, tk, dk))  # (B, H, Tk, dk)
+v1 = rng.standard_normal((b, h, tk, dk))  # (B, H, Tk, dk)
+pad = numpy_ref.key_padding_mask([tk, tk - 2], tk)  # (B, 1, 1, Tk)
+out1, weights1 = numpy_ref.attention(q1, k1, v1, pad)
+ex_shapes = glue.value(
+    "ex_shapes",
+    {
+        "b": b,
+        "h": h,
+        "tq": tq,
+        "tk": tk,
+        "d_k": dk,
+        "mask": str(pad.shape),
+        "weights": str(weights1.shape),
+        "output": str(out1.shape),
+    },
+)
+print(ex_shapes)
+
+# exercise 2: scores [0, ln 3, 0], the third key blocked
+ex_scores = np.array([0.0, np.log(3.0), 0.0])
+ex_values = np.array([[1.0, 0.0], [0.0, 1.0], [2.0, 2.0]])  # (Tk, dv)
+ex_blocked = np.array([False, False, True])
+ex_exps = np.exp(np.where(ex_blocked, -np.inf, ex_scores))  # e^-inf = 0
+ex_weights = numpy_ref.softmax(np.where(ex_blocked, -np.inf, ex_scores))
+glue.value(
+    "ex_by_hand",
+    {
+        "values": ex_values,
+        "exps": ex_exps,
+        "exp_sum": ex_exps.sum(),
+        "weights": ex_weights,
+        "output": ex_weights @ ex_values,  # sum_j a_j v_j
+    },
+)
+
+# exercise 3: mask.T blocks the past; which row keeps one key?
+out_past, weights_past = numpy_ref.attention(q, k, v, mask.T)
+lone_row = int(np.flatnonzero((~mask.T).sum(axis=-1) == 1)[0])
+glue.value(
+    "ex_transposed",
+    {
+        "lone_row": lone_row,
+        "lone_output": out_past[lone_row],
+        "first_weights": weights_past[0],
+    },
+)
+print("weights with mask.T:\n", weights_past)
+print("output with mask.T:\n", out_past)

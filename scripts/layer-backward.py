@@ -344,3 +344,81 @@ glue.figure(
         f"and reaches {fmt(mib(tiled_peak[-1]), 3)} MiB."
     ),
 )
+
+# %% [markdown]
+# ## Exercises
+#
+# The page's exercises, computed. 1: the shape of every gradient of a
+# batched cross-attention. 2: one query, two keys, head size 1, by
+# hand. 3: what doubling $dO$, or doubling $V$, does to $dQ$, $dK$ and
+# $dV$. Change the inputs and rerun.
+
+# %%
+rng = np.random.default_rng(0)
+b, h, tq, tk, dk = 2, 4, 5, 7, 8  # exercise 1
+q, k, v = (rng.standard_normal((b, h, t, dk)) for t in (tq, tk, tk))
+dout = rng.standard_normal((b, h, tq, dk))  # dL/dO, O's shape
+dq, dk_, dv = numpy_ref.attention_backward(q, k, v, dout)
+d_weights = dout @ np.swapaxes(v, -2, -1)  # dA = dO V^T
+glue.value(
+    "ex_shapes",
+    {
+        "b": b,
+        "h": h,
+        "tq": tq,
+        "tk": tk,
+        "d_k": dk,
+        "d_out": str(dout.shape),
+        "d_weights": str(d_weights.shape),
+        "dq": str(dq.shape),
+        "dk": str(dk_.shape),
+        "dv": str(dv.shape),
+    },
+)
+
+# exercise 2: d_k = 1, scores [ln 3, 0], values [0, 4], dO = 1
+q = np.array([[np.log(3.0)]])  # (Tq, d) = (1, 1)
+k = np.array([[1.0], [0.0]])  # (Tk, d) = (2, 1)
+v = np.array([[0.0], [4.0]])  # (Tk, dv) = (2, 1)
+dout = np.array([[1.0]])  # (Tq, dv)
+out, weights = numpy_ref.attention(q, k, v)
+d_weights = dout @ v.T  # dA = dO V^T, (Tq, Tk)
+row_sum = np.sum(dout * out, axis=-1)  # D = rowsum(dO * O), (Tq,)
+dq, dk_, dv = numpy_ref.attention_backward(q, k, v, dout)
+glue.value(
+    "ex_by_hand",
+    {
+        "weights": weights[0],
+        "output": out[0, 0],
+        "dv": dv[:, 0],
+        "d_weights": d_weights[0],
+        "row_sum": row_sum[0],
+        "d_scores": (weights * (d_weights - row_sum[:, None]))[0],
+        "dq": dq[0, 0],
+        "dk": dk_[:, 0],
+    },
+)
+
+# exercise 3: the backward is linear in dO; V enters dA only
+rng = np.random.default_rng(1)
+q, k, v, dout = (rng.standard_normal((2, 5, 4)) for _ in range(4))
+mask = numpy_ref.causal_mask(5)  # (T, T)
+base = numpy_ref.attention_backward(q, k, v, dout, mask)
+double_dout = numpy_ref.attention_backward(q, k, v, 2 * dout, mask)
+double_v = numpy_ref.attention_backward(q, k, 2 * v, dout, mask)
+
+
+def ratios(new):
+    """How many times larger each of dQ, dK, dV became."""
+    return [
+        float(np.abs(n).sum() / np.abs(o).sum())
+        for n, o in zip(new, base, strict=True)
+    ]
+
+
+glue.value(
+    "ex_doubling",
+    {"dout": ratios(double_dout), "values": ratios(double_v)},
+)
+print("2 dO: dQ, dK, dV grow by", ratios(double_dout))
+print("2 V : dQ, dK, dV grow by", ratios(double_v))

@@ -105,3 +105,59 @@ for h in range(n_head):
     outs.append(out)
 y_heads = np.concatenate(outs, axis=-1) @ layer.Wo  # (B, T, d_model)
 print(f"max |one GEMM - head by head|: {np.abs(y - y_heads).max():.1e}")
+
+# %% [markdown]
+# ## Exercises
+#
+# The page's exercises, computed. 1: every shape in a layer of GPT-2
+# small's width. 2: its parameters, biases included. 3: the head split
+# done with a plain reshape, no transpose, on the position-coded $x$.
+# Change the sizes and rerun.
+
+# %%
+ex_b, ex_t, ex_d_model, ex_n_head = 2, 10, 768, 12  # exercise 1
+ex_layer = numpy_ref.MultiHeadAttention(ex_d_model, ex_n_head)
+ex_x = np.zeros((ex_b, ex_t, ex_d_model))  # (B, T, d_model)
+ex_q = ex_x @ ex_layer.Wq  # (B, T, d_model)
+ex_heads = ex_layer.split_heads(ex_q)  # (B, H, T, dh)
+ex_y, ex_weights = ex_layer(ex_x, numpy_ref.causal_mask(ex_t))
+glue.value(
+    "ex_shapes",
+    {
+        "b": ex_b,
+        "t": ex_t,
+        "d_model": ex_d_model,
+        "n_head": ex_n_head,
+        "projected": str(ex_q.shape),
+        "split": str(ex_heads.shape),
+        "weights": str(ex_weights.shape),
+        "merged": str(ex_layer.merge_heads(ex_heads).shape),
+        "output": str(ex_y.shape),
+    },
+)
+
+# exercise 2: the same layer with biases, counted on the meta device
+with_bias = torch_ref.MultiHeadAttention(
+    ex_d_model, ex_n_head, bias=True, device="meta"
+)
+glue.value(
+    "ex_bias_params",
+    {
+        "total": sum(p.numel() for p in with_bias.parameters()),
+        "biases": sum(
+            lin.bias.numel()
+            for lin in (with_bias.wq, with_bias.wk, with_bias.wv, with_bias.wo)
+        ),
+    },
+)
+
+# exercise 3: x.reshape(B, H, T, dh), without the transpose
+B, T, d_model, n_head = 1, 3, 8, 2
+t = np.arange(T)[:, None]  # (T, 1)
+c = np.arange(d_model)[None, :]  # (1, d_model)
+x = (100 * t + c)[None].astype(float)  # (B, T, d_model): 100 t + c
+wrong = x.reshape(B, n_head, T, d_model // n_head)  # (B, H, T, dh)
+right = numpy_ref.MultiHeadAttention(d_model, n_head).split_heads(x)
+glue.value("ex_wrong_split", {"wrong": wrong[0, 0], "right": right[0, 0]})
+print("head 0, reshape only:\n", wrong[0, 0].astype(int))
+print("head 0, split_heads:\n", right[0, 0].astype(int))

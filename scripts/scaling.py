@@ -203,3 +203,57 @@ glue.figure(
         f" and {fmt(max(top_scaled), 2)}."
     ),
 )
+
+# %% [markdown]
+# ## Exercises
+#
+# The page's exercises, computed. 1: a head of size 16 and the scores
+# [4, 0], with and without the factor. 2: the page's scores divided by
+# $d_k$ instead of $\sqrt{d_k}$. 3: the sweep above with 4 keys per row
+# instead of 16. Change the numbers and rerun.
+
+# %%
+ex_d, ex_scores = 16, np.array([4.0, 0.0])  # exercise 1
+glue.value(
+    "ex_small_head",
+    {
+        "d_k": ex_d,
+        "scores": ex_scores,
+        "sqrt_d_k": np.sqrt(ex_d),
+        "scaled_scores": ex_scores / np.sqrt(ex_d),
+        "scaled": numpy_ref.softmax(ex_scores / np.sqrt(ex_d)),
+        "unscaled": numpy_ref.softmax(ex_scores),
+    },
+)
+
+# exercise 2: the bug of dividing by d_k (not its square root)
+by_d_scores = scores / d_head
+glue.value(
+    "ex_by_d",
+    {
+        "scores": by_d_scores,
+        "weights": numpy_ref.softmax(by_d_scores),
+        "factor": np.sqrt(d_head),  # how much too small the scores are
+    },
+)
+
+# exercise 3: the sweep with 4 keys per row
+few_keys = 4
+rng = np.random.default_rng(0)
+few_unscaled, few_scaled = [], []
+for d in head_sizes:
+    q = rng.standard_normal((n_rows, 1, d))  # one query per row
+    k = rng.standard_normal((n_rows, few_keys, d))  # 4 keys per row
+    s = (q * k).sum(axis=-1)  # (rows, keys): q . k, variance d
+    few_unscaled.append(np.median(numpy_ref.softmax(s).max(axis=-1)))
+    top = numpy_ref.softmax(s / np.sqrt(d)).max(axis=-1)
+    few_scaled.append(np.median(top))
+glue.value(
+    "ex_few_keys",
+    {
+        "n_keys": few_keys,
+        "uniform_weight": 1 / few_keys,
+        "max_weight_unscaled": few_unscaled,
+        "max_weight_scaled": few_scaled,
+    },
+)

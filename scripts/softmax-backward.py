@@ -99,3 +99,47 @@ for name, row in [("unscaled", [8.0, -8.0]), ("/ sqrt(64)", [1.0, -1.0])]:
         f"{name:>10}: weights [{p_row[0]:.2e}, {p_row[1]:.2e}], "
         f"score gradient [{grad_row[0]:.2e}, {grad_row[1]:.2e}]"
     )
+
+# %% [markdown]
+# ## Exercises
+#
+# The page's exercises, computed. 1: the weights $[0.75, 0.25]$ (the
+# scores $[\ln 3, 0]$) with the loss on the first weight. 2: a blocked
+# key, any upstream gradient. 3: the score gradient of the rows
+# $[t, -t]$ as $t$ grows. Change them and rerun.
+
+# %%
+ex_p = numpy_ref.softmax(np.array([np.log(3.0), 0.0]))  # exercise 1
+ex_g = np.array([1.0, 0.0])  # L = p[0]
+glue.value(
+    "ex_by_hand",
+    {
+        "weights": ex_p,
+        "upstream": ex_g,
+        "inner": ex_p @ ex_g,  # <p, g>
+        "score_grad": numpy_ref.softmax_backward(ex_p, ex_g),
+    },
+)
+
+# exercise 2: the third key blocked, an arbitrary upstream gradient
+blocked_p = numpy_ref.softmax(np.array([0.0, 0.0, -np.inf]))
+blocked_g = np.array([1.0, 2.0, 5.0])
+glue.value(
+    "ex_blocked",
+    {
+        "weights": blocked_p,
+        "upstream": blocked_g,
+        "score_grad": numpy_ref.softmax_backward(blocked_p, blocked_g),
+    },
+)
+
+# exercise 3: saturation, L = first weight of softmax([t, -t])
+ts = [0.0, 1.0, 2.0, 4.0, 8.0]
+first = [
+    numpy_ref.softmax_backward(
+        numpy_ref.softmax(np.array([t, -t])), np.array([1.0, 0.0])
+    )[0]
+    for t in ts
+]
+glue.value("ex_saturation", {"t": ts, "first_grad": first})
+print("t:", ts, "\ndL/ds_1:", np.array(first))

@@ -19,6 +19,7 @@ CHECKS = [
     pages.check_includes,
     pages.check_placeholders,
     pages.check_hand_typed,
+    pages.check_answers,
     pages.check_math,
 ]
 
@@ -132,6 +133,42 @@ def test_check_hand_typed_reports_typed_result(repo):
         f"docs/page.md:5: '{typed}' types the result kv_cache.aligned by "
         "hand; it goes stale when the code changes: write "
         "<< kv_cache.aligned | vec >> (or num, sci) instead"
+    ]
+
+
+def test_check_answers_reports_a_number_typed_in_an_answer(repo):
+    root = repo("""
+        # Demo
+
+        ## Exercises
+
+        !!! question "What are the weights of the scores $[1, -1]$?"
+            Work them out, then check.
+
+            ??? success "Answer"
+                << scaling.scaled_weights | vec >>, from $e^{2}$ and
+                $x_1$, as `softmax([1.0, -1.0])` returns ([the
+                page](scaling.md#step-2)).
+
+        !!! question "And without the scale?"
+            ??? success "Answer"
+                About 0.731 for the first key, and
+
+                ```python
+                --8<-- "mha_ref/demo.py:softmax"
+                ```
+
+                $\\frac{1}{2}$ for the second.
+
+        Outside an answer 0.731 is check_hand_typed's business.
+        """)
+    assert run(pages.check_answers, root) == [
+        "docs/page.md:15: '0.731' typed in an exercise's answer: compute "
+        "it in the page script's Exercises cell, glue it (glue.value) and "
+        "write << page.name >> instead",
+        "docs/page.md:21: '1' typed in an exercise's answer: compute it "
+        "in the page script's Exercises cell, glue it (glue.value) and "
+        "write << page.name >> instead",
     ]
 
 
