@@ -170,10 +170,9 @@ def explain(name, m, d_head=None, d_model=None):
     if name == "scale":
         by = {
             "none": "nothing",
-            "d_head": f"d_head = {d_head}" if d_head else "d",
-            "sqrt_d_model": f"sqrt(d_model) = {math.sqrt(d_model):.4g}"
-            if d_model
-            else "sqrt(d_model)",
+            "d_head": "d_head" + (f" = {d_head}" if d_head else ""),
+            "sqrt_d_model": "sqrt(d_model)"
+            + (f" = {math.sqrt(d_model):.4g}" if d_model else ""),
         }[m.scale]
         return f"the scores are divided by {by}, not by sqrt(d_head)"
     if name == "causal_mask":

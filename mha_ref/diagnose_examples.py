@@ -11,6 +11,7 @@ import math
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from mha_ref import numpy_ref, pitfalls
@@ -98,10 +99,19 @@ def loop_layer(x, w_q, w_k, w_v, w_o, n_head, causal):
     # --8<-- [end:loop-layer]
 
 
+# --8<-- [start:sdpa-mask-as-is]
+def sdpa_mask_as_is(q, k, v, mask):
+    """SDPA handed this site's mask unchanged (True = blocked): its own
+    boolean mask means True = allowed."""
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    # --8<-- [end:sdpa-mask-as-is]
+
+
+# --8<-- [start:hf-style-module]
 class HFStyleAttention(nn.Module):
-    """A module laid out like Hugging Face's attention classes:
-    q_proj, k_proj, v_proj, o_proj (nn.Linear, weights (out, in)) and an
-    additive mask (0 = allowed, -inf = blocked)."""
+    """Laid out like Hugging Face's Llama attention: q_proj, k_proj,
+    v_proj, o_proj (nn.Linear, weights (out, in)), an additive mask and
+    the rotary cos and sin passed in; returns (output, weights)."""
 
     def __init__(self, d_model, n_head):
         super().__init__()
@@ -111,31 +121,39 @@ class HFStyleAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, d_model, bias=False)
         self.o_proj = nn.Linear(d_model, d_model, bias=False)
 
-    def forward(self, hidden_states, attention_mask=None):
+    def forward(self, hidden_states, position_embeddings, attention_mask):
         b, t, _ = hidden_states.shape
         shape = (b, t, self.n_head, self.head_dim)
         q = self.q_proj(hidden_states).view(shape).transpose(1, 2)
         k = self.k_proj(hidden_states).view(shape).transpose(1, 2)
         v = self.v_proj(hidden_states).view(shape).transpose(1, 2)
+        cos, sin = position_embeddings  # (B, T, dh): rotate-half RoPE
+        q = q * cos[:, None] + _rotate_half(q) * sin[:, None]
+        k = k * cos[:, None] + _rotate_half(k) * sin[:, None]
         s = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
-        if attention_mask is not None:
-            s = s + attention_mask  # (B, 1, T, T), 0 or -inf
-        out = torch.softmax(s, dim=-1) @ v  # (B, H, T, dh)
-        out = out.transpose(1, 2).reshape(b, t, -1)
-        return self.o_proj(out), None  # (output, weights) as HF returns
+        s = s + attention_mask  # (B, 1, T, T): 0, or very negative
+        p = torch.softmax(s, dim=-1)  # (B, H, T, T)
+        out = (p @ v).transpose(1, 2).reshape(b, t, -1)
+        return self.o_proj(out), p
+        # --8<-- [end:hf-style-module]
+
+
+def _rotate_half(x):
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
 # --8<-- [start:module-adapter]
-def module_layer(module):
-    """diagnose.layer's fn for a module with q_proj, k_proj, v_proj and
-    o_proj: the checker's weights go in as the module's parameters."""
+def module_layer(make_module):
+    """diagnose.layer's fn for attention modules laid out like Hugging
+    Face's Llama: make_module(d_model, n_head) builds one per case (its
+    head size and scale are fixed when it is built), and the checker's
+    weights go in as its parameters, so gradients reach them."""
 
     def fn(x, w_q, w_k, w_v, w_o, n_head, causal):
-        t = x.shape[1]
-        blocked = torch.ones(t, t, dtype=torch.bool).triu(1)
-        mask = torch.zeros(t, t, dtype=x.dtype)
-        mask = mask.masked_fill(blocked, -math.inf) if causal else mask
-        weights = {  # nn.Linear keeps (out, in): x @ w is weight = w.T
+        b, t, d_model = x.shape
+        module = make_module(d_model, n_head).to(x.dtype)
+        params = {  # nn.Linear keeps (out, in): x @ w is weight = w.T
             f"{name}.weight": w.T
             for name, w in zip(
                 ("q_proj", "k_proj", "v_proj", "o_proj"),
@@ -143,10 +161,17 @@ def module_layer(module):
                 strict=True,
             )
         }
-        module.n_head = n_head  # the checker's head count
-        module.head_dim = x.shape[-1] // n_head
-        args, kwargs = (x,), {"attention_mask": mask[None, None]}
-        out = torch.func.functional_call(module, weights, args, kwargs)
+        mask = torch.zeros(b, 1, t, t, dtype=x.dtype)  # additive
+        if causal:  # Hugging Face fills with the dtype's minimum
+            future = torch.ones(t, t, dtype=torch.bool).triu(1)
+            mask = mask.masked_fill(future, torch.finfo(x.dtype).min)
+        shape = (b, t, d_model // n_head)  # cos = 1, sin = 0: no rotation
+        no_rope = (
+            torch.ones(shape, dtype=x.dtype),
+            torch.zeros(shape, dtype=x.dtype),
+        )
+        kwargs = {"position_embeddings": no_rope, "attention_mask": mask}
+        out = torch.func.functional_call(module, params, (x,), kwargs)
         return out[0]  # (B, T, d_model)
 
     return fn

@@ -13,6 +13,19 @@
 import glue
 from mha_ref import diagnose, diagnose_examples
 
+# the tolerance of every comparison, and one common mistake: SDPA handed
+# a mask whose True means blocked
+glue.value("rtol", diagnose.RTOL)
+glue.value("atol", diagnose.ATOL)
+glue.value(
+    "sdpa_report",
+    str(
+        diagnose.attention(
+            diagnose_examples.sdpa_mask_as_is, framework="torch"
+        )
+    ),
+)
+
 pitfall_rows, smallest = [], set()
 for mistake in diagnose_examples.PITFALLS:
     report = diagnose.layer(diagnose_examples.pitfall_layer(mistake))
@@ -38,10 +51,8 @@ glue.value("pitfalls_smallest_case", sorted(smallest))
 correct = {
     "einsum_layer": (diagnose_examples.einsum_layer, "numpy"),
     "loop_layer": (diagnose_examples.loop_layer, "numpy"),
-    "HFStyleAttention via module_layer": (
-        diagnose_examples.module_layer(
-            diagnose_examples.HFStyleAttention(8, 2).double()
-        ),
+    "module_layer(HFStyleAttention)": (
+        diagnose_examples.module_layer(diagnose_examples.HFStyleAttention),
         "torch",
     ),
 }

@@ -250,9 +250,7 @@ def reference_layer(x, w_q, w_k, w_v, w_o, n_head, causal):
         (diagnose_examples.einsum_layer, "numpy"),
         (diagnose_examples.loop_layer, "numpy"),
         (
-            diagnose_examples.module_layer(
-                diagnose_examples.HFStyleAttention(8, 2).double()
-            ),
+            diagnose_examples.module_layer(diagnose_examples.HFStyleAttention),
             "torch",
         ),
         (lambda *a: user_layer(*a, xp="torch"), "torch"),
@@ -261,6 +259,46 @@ def reference_layer(x, w_q, w_k, w_v, w_o, n_head, causal):
 def test_diagnose_layer_passes_correct_code(fn, framework):
     report = diagnose.layer(fn, framework=framework)
     assert report.ok, str(report)
+
+
+def llama_attention(d_model, n_head, scaling=None):
+    """transformers 5.24.0's LlamaAttention (models/llama/modeling_llama
+    .py), tiny and random, eager."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaAttention
+
+    config = LlamaConfig(
+        hidden_size=d_model,
+        num_attention_heads=n_head,
+        num_key_value_heads=n_head,
+    )
+    config._attn_implementation = "eager"
+    module = LlamaAttention(config, layer_idx=0)
+    if scaling is not None:  # a planted mistake: the wrong scale
+        module.scaling = scaling(d_model, n_head)
+    return module
+
+
+def test_diagnose_module_adapter_passes_hugging_faces_llama_attention():
+    fn = diagnose_examples.module_layer(llama_attention)
+    assert diagnose.layer(fn, framework="torch").ok
+
+
+def test_diagnose_module_adapter_names_a_mistake_in_a_llama_module():
+    def wrong(d_model, n_head):
+        return llama_attention(d_model, n_head, lambda d, h: d**-0.5)
+
+    fn = diagnose_examples.module_layer(wrong)
+    report = diagnose.layer(fn, framework="torch")
+    assert [f.name for f in report.findings] == ["scale"]
+    assert "sqrt(d_model)" in report.findings[0].message
+
+
+def test_diagnose_sdpa_handed_the_mask_as_is_is_mask_polarity():
+    report = diagnose.attention(
+        diagnose_examples.sdpa_mask_as_is, framework="torch"
+    )
+    assert [f.name for f in report.findings] == ["mask_polarity"]
 
 
 # -- wrong shapes, errors, gradients --------------------------------------

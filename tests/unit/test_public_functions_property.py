@@ -3088,6 +3088,7 @@ ELSEWHERE = {
             "loop_layer",
             "HFStyleAttention",
             "module_layer",
+            "sdpa_mask_as_is",
         )
     },
     **{
