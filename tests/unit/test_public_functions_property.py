@@ -2593,6 +2593,139 @@ def t5_bias_case():
         for i in range(tq):
             for j in range(tk):
                 out[:, i, j] = table[t5_bucket64(j - i, **sizes)]
+        return out
+
+    return Case(make, oracle)
+
+
+def rope_frequencies64(d, base, scaling, seq_len):
+    """inv_freq and attention factor from each rule's equations."""
+    rope_type = scaling.get("rope_type", "default")
+    r = int(d * scaling.get("partial_rotary_factor", 1.0))
+    theta = np.array([base ** (-2 * i / r) for i in range(r // 2)])
+    factor = scaling.get("factor")
+    length = scaling.get("original_max_position_embeddings")
+    if rope_type == "default":
+        return theta, 1.0
+    if rope_type == "linear":
+        return theta / factor, 1.0
+    if rope_type == "dynamic":
+        s = max(seq_len or length, length)
+        new = base * (factor * s / length - factor + 1) ** (r / (r - 2))
+        return np.array([new ** (-2 * i / r) for i in range(r // 2)]), 1.0
+    if rope_type == "llama3":
+        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
+        out = []
+        for f in theta:
+            wavelength = 2 * math.pi / f
+            if wavelength < length / high:
+                out.append(f)
+            elif wavelength > length / low:
+                out.append(f / factor)
+            else:
+                t = (length / wavelength - low) / (high - low)
+                out.append((1 - t) * f / factor + t * f)
+        return np.array(out), 1.0
+    if rope_type == "longrope":
+        key = "long_factor" if seq_len and seq_len > length else "short_factor"
+        scale = scaling.get("attention_factor")
+        if scale is None:
+            scale = 1.0
+            if factor > 1:
+                scale = math.sqrt(1 + math.log(factor) / math.log(length))
+        return theta / np.array(scaling[key]), scale
+    return REFUSE
+
+
+def rope_frequencies_case():
+    def make(data):
+        rope_type = data.draw(
+            st.sampled_from(["default", "linear", "dynamic", "llama3"])
+        )
+        d = pick(data, data.draw(st.sampled_from([8, 16, 64])), 7, 2.0)
+        base = pick(data, data.draw(st.sampled_from([1e4, 5e5])), -1.0)
+        scaling = {"rope_type": pick(data, rope_type, "ntk")}
+        if rope_type != "default":
+            scaling["factor"] = pick(data, 4.0, 0.5)
+        if rope_type in ("dynamic", "llama3"):
+            scaling["original_max_position_embeddings"] = 64
+        if rope_type == "llama3":
+            scaling |= {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
+        if data.draw(st.booleans()):
+            scaling["partial_rotary_factor"] = pick(data, 0.5, 1.5)
+        if pick(data, False, True):
+            scaling.pop("factor", None)
+        seq_len = pick(data, data.draw(st.sampled_from([None, 30, 200])), -1)
+        return lambda: ((d, base, dict(scaling)), {"seq_len": seq_len})
+
+    def oracle(d, base, scaling, seq_len):
+        if not is_int(d, 2) or d % 2 or base <= 0:
+            return REFUSE
+        if seq_len is not None and not is_int(seq_len, 1):
+            return REFUSE
+        rope_type = scaling["rope_type"]
+        if rope_type not in ("default", "linear", "dynamic", "llama3"):
+            return REFUSE
+        if rope_type != "default" and scaling.get("factor", 0) < 1:
+            return REFUSE
+        fraction = scaling.get("partial_rotary_factor", 1.0)
+        if fraction > 1 or int(d * fraction) % 2:
+            return REFUSE
+        if rope_type == "dynamic" and int(d * fraction) < 4:
+            return REFUSE
+        return rope_frequencies64(d, base, scaling, seq_len)
+
+    return Case(make, oracle)
+
+
+def partial_rope_case(framework):
+    def make(data):
+        t, d = data.draw(st.integers(1, 3)), 8
+        x = normal(data, (2, t, d))
+        pos = np.random.default_rng(t).integers(0, 9, t)
+        rotary_dim = pick(data, data.draw(st.sampled_from([2, 4, 8])), 3, 10)
+        kwargs = {"rotary_dim": rotary_dim}
+        if data.draw(st.booleans()):
+            n_freq = rotary_dim // 2 if is_int(rotary_dim, 0) else 1
+            freq = np.linspace(1.0, 0.01, n_freq)
+            kwargs["inv_freq"] = pick(data, freq, freq[:-1], freq * np.nan)
+        return lambda: ((frame(framework, x), pos), dict(kwargs))
+
+    def oracle(x, positions, rotary_dim, inv_freq=None):
+        x = f64(x)
+        if np.isnan(x).any() or rotary_dim % 2 or rotary_dim > x.shape[-1]:
+            return REFUSE
+        r = rotary_dim
+        if inv_freq is None:
+            inv_freq = 1e4 ** (-2.0 * np.arange(r // 2) / r)
+        if len(inv_freq) != r // 2 or not np.isfinite(inv_freq).all():
+            return REFUSE
+        angle = f64(positions)[:, None] * inv_freq  # (T, r / 2)
+        cos, sin = np.cos(angle), np.sin(angle)
+        a, b = x[..., : r // 2], x[..., r // 2 : r]
+        turned = [a * cos - b * sin, a * sin + b * cos, x[..., r:]]
+        return np.concatenate(turned, axis=-1)
+
+    return Case(make, oracle)
+
+
+def query_temperature_case():
+    def make(data):
+        seed = data.draw(st.integers(0, 2**16), label="seed")
+        pos = np.random.default_rng(seed).integers(0, 40, 5)
+        pos = pick(data, pos, pos - 50, pos + 0.5)
+        floor = pick(data, data.draw(st.sampled_from([8192, 4, 7])), 0, -2)
+        return lambda: ((pos,), {"floor_scale": floor, "attn_scale": 0.1})
+
+    def oracle(positions, floor_scale, attn_scale):
+        if positions.dtype.kind not in "iu" or (positions < 0).any():
+            return REFUSE
+        if floor_scale <= 0:
+            return REFUSE
+        steps = [math.floor((p + 1) / floor_scale) for p in positions]
+        return np.array([1 + attn_scale * math.log(1 + s) for s in steps])
+
+    return Case(make, oracle)
 
 
 # -- attention in a server (serving) --------------------------------------
@@ -2707,84 +2840,6 @@ def varlen_attention_case():
     return Case(make, oracle)
 
 
-def rope_frequencies64(d, base, scaling, seq_len):
-    """inv_freq and attention factor from each rule's equations."""
-    rope_type = scaling.get("rope_type", "default")
-    r = int(d * scaling.get("partial_rotary_factor", 1.0))
-    theta = np.array([base ** (-2 * i / r) for i in range(r // 2)])
-    factor = scaling.get("factor")
-    length = scaling.get("original_max_position_embeddings")
-    if rope_type == "default":
-        return theta, 1.0
-    if rope_type == "linear":
-        return theta / factor, 1.0
-    if rope_type == "dynamic":
-        s = max(seq_len or length, length)
-        new = base * (factor * s / length - factor + 1) ** (r / (r - 2))
-        return np.array([new ** (-2 * i / r) for i in range(r // 2)]), 1.0
-    if rope_type == "llama3":
-        low, high = scaling["low_freq_factor"], scaling["high_freq_factor"]
-        out = []
-        for f in theta:
-            wavelength = 2 * math.pi / f
-            if wavelength < length / high:
-                out.append(f)
-            elif wavelength > length / low:
-                out.append(f / factor)
-            else:
-                t = (length / wavelength - low) / (high - low)
-                out.append((1 - t) * f / factor + t * f)
-        return np.array(out), 1.0
-    if rope_type == "longrope":
-        key = "long_factor" if seq_len and seq_len > length else "short_factor"
-        scale = scaling.get("attention_factor")
-        if scale is None:
-            scale = 1.0
-            if factor > 1:
-                scale = math.sqrt(1 + math.log(factor) / math.log(length))
-        return theta / np.array(scaling[key]), scale
-    return REFUSE
-
-
-def rope_frequencies_case():
-    def make(data):
-        rope_type = data.draw(
-            st.sampled_from(["default", "linear", "dynamic", "llama3"])
-        )
-        d = pick(data, data.draw(st.sampled_from([8, 16, 64])), 7, 2.0)
-        base = pick(data, data.draw(st.sampled_from([1e4, 5e5])), -1.0)
-        scaling = {"rope_type": pick(data, rope_type, "ntk")}
-        if rope_type != "default":
-            scaling["factor"] = pick(data, 4.0, 0.5)
-        if rope_type in ("dynamic", "llama3"):
-            scaling["original_max_position_embeddings"] = 64
-        if rope_type == "llama3":
-            scaling |= {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
-        if data.draw(st.booleans()):
-            scaling["partial_rotary_factor"] = pick(data, 0.5, 1.5)
-        if pick(data, False, True):
-            scaling.pop("factor", None)
-        seq_len = pick(data, data.draw(st.sampled_from([None, 30, 200])), -1)
-        return lambda: ((d, base, dict(scaling)), {"seq_len": seq_len})
-
-    def oracle(d, base, scaling, seq_len):
-        if not is_int(d, 2) or d % 2 or base <= 0:
-            return REFUSE
-        if seq_len is not None and not is_int(seq_len, 1):
-            return REFUSE
-        rope_type = scaling["rope_type"]
-        if rope_type not in ("default", "linear", "dynamic", "llama3"):
-            return REFUSE
-        if rope_type != "default" and scaling.get("factor", 0) < 1:
-            return REFUSE
-        fraction = scaling.get("partial_rotary_factor", 1.0)
-        if fraction > 1 or int(d * fraction) % 2:
-            return REFUSE
-        if rope_type == "dynamic" and int(d * fraction) < 4:
-            return REFUSE
-        return rope_frequencies64(d, base, scaling, seq_len)
-
-
 def tree_mask_case():
     def make(data):
         n = data.draw(st.integers(0, 6))
@@ -2812,54 +2867,6 @@ def tree_mask_case():
         return blocked
 
     return Case(make, oracle)
-
-
-def partial_rope_case(framework):
-    def make(data):
-        t, d = data.draw(st.integers(1, 3)), 8
-        x = normal(data, (2, t, d))
-        pos = np.random.default_rng(t).integers(0, 9, t)
-        rotary_dim = pick(data, data.draw(st.sampled_from([2, 4, 8])), 3, 10)
-        kwargs = {"rotary_dim": rotary_dim}
-        if data.draw(st.booleans()):
-            n_freq = rotary_dim // 2 if is_int(rotary_dim, 0) else 1
-            freq = np.linspace(1.0, 0.01, n_freq)
-            kwargs["inv_freq"] = pick(data, freq, freq[:-1], freq * np.nan)
-        return lambda: ((frame(framework, x), pos), dict(kwargs))
-
-    def oracle(x, positions, rotary_dim, inv_freq=None):
-        x = f64(x)
-        if np.isnan(x).any() or rotary_dim % 2 or rotary_dim > x.shape[-1]:
-            return REFUSE
-        r = rotary_dim
-        if inv_freq is None:
-            inv_freq = 1e4 ** (-2.0 * np.arange(r // 2) / r)
-        if len(inv_freq) != r // 2 or not np.isfinite(inv_freq).all():
-            return REFUSE
-        angle = f64(positions)[:, None] * inv_freq  # (T, r / 2)
-        cos, sin = np.cos(angle), np.sin(angle)
-        a, b = x[..., : r // 2], x[..., r // 2 : r]
-        turned = [a * cos - b * sin, a * sin + b * cos, x[..., r:]]
-        return np.concatenate(turned, axis=-1)
-
-    return Case(make, oracle)
-
-
-def query_temperature_case():
-    def make(data):
-        seed = data.draw(st.integers(0, 2**16), label="seed")
-        pos = np.random.default_rng(seed).integers(0, 40, 5)
-        pos = pick(data, pos, pos - 50, pos + 0.5)
-        floor = pick(data, data.draw(st.sampled_from([8192, 4, 7])), 0, -2)
-        return lambda: ((pos,), {"floor_scale": floor, "attn_scale": 0.1})
-
-    def oracle(positions, floor_scale, attn_scale):
-        if positions.dtype.kind not in "iu" or (positions < 0).any():
-            return REFUSE
-        if floor_scale <= 0:
-            return REFUSE
-        steps = [math.floor((p + 1) / floor_scale) for p in positions]
-        return np.array([1 + attn_scale * math.log(1 + s) for s in steps])
 
 
 def verify_greedy_case():
@@ -3007,6 +3014,8 @@ CASES |= {
     "positions.query_temperature": query_temperature_case(),
     "numpy_ref.apply_rope#partial": partial_rope_case("numpy"),
     "torch_ref.apply_rope#partial": partial_rope_case("torch"),
+}
+CASES |= {
     "serving.merge_partials": merge_partials_case(),
     "serving.split_kv_decode": split_kv_decode_case(),
     "serving.varlen_attention": varlen_attention_case(),
