@@ -18,6 +18,7 @@ import importlib.util
 import itertools
 import math
 import sys
+import traceback
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -346,8 +347,9 @@ def _diagnose(fn, framework, kind, cases, known):
         try:
             got = _first(fn(*_inputs(arrays, framework)))
             got64 = _as64(got)
-        except NotImplementedError:
-            message = "not written yet (it raises NotImplementedError)"
+        except NotImplementedError as error:
+            where = traceback.extract_tb(error.__traceback__)[-1].name
+            message = f"not written yet ({where} raises NotImplementedError)"
             report.findings.append(Finding("raises", message, case))
             return report
         except Exception as error:  # the user's code: any error

@@ -143,6 +143,23 @@ def _rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+# --8<-- [start:llama-attention]
+def llama_attention(d_model, n_head):
+    """Hugging Face's own LlamaAttention (transformers installed), tiny
+    and random, built for one case: make_module for module_layer."""
+    from transformers import LlamaConfig
+    from transformers.models.llama.modeling_llama import LlamaAttention
+
+    config = LlamaConfig(
+        hidden_size=d_model,
+        num_attention_heads=n_head,
+        num_key_value_heads=n_head,  # no grouped heads: H_kv = H
+    )
+    config._attn_implementation = "eager"  # its plain PyTorch path
+    return LlamaAttention(config, layer_idx=0)
+    # --8<-- [end:llama-attention]
+
+
 # --8<-- [start:module-adapter]
 def module_layer(make_module):
     """diagnose.layer's fn for attention modules laid out like Hugging

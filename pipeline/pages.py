@@ -41,6 +41,7 @@ SECTION = re.compile(r"# --8<-- \[start:([a-z][-_0-9a-z]*)\]")
 HEADING = re.compile(r"^(#{1,3})\s+(.*?)\s*(\{[^}]*\})?\s*$")
 TAB = re.compile(r'^===\+?\s+"(.+)"\s*$')
 FENCE = re.compile(r"^\s*(```|~~~)")
+ANSWER = re.compile(r"^\s*\?\?\?\+?\s+success\b")  # an answer's box
 
 
 @dataclass(frozen=True, order=True)
@@ -112,27 +113,37 @@ def page_blocks(markdown):
     """The page's title and its mha_ref includes, in page order.
 
     Each include is {"heading", "tab", "file", "section"}: the heading
-    above it, and the tab label it sits in ("NumPy"), if any.
+    above it, and the tab label it sits in ("NumPy"), if any. A section
+    shown as an answer (inside a ``??? success`` box: an exercise's
+    answer, a solution) is left out: the notebook is where the reader
+    works it out.
     """
     title, heading, tab, fenced = None, None, None, False
-    blocks = []
+    blocks, answer = [], None  # answer: the indent of an open answer box
     for line in markdown.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if answer is not None and line.strip() and indent <= answer:
+            answer = None  # the box ended
         match = INCLUDE.match(line)
         if match:
             indented = len(match["indent"]) > 0
-            blocks.append(
-                {
-                    "heading": heading,
-                    "tab": tab if indented else None,
-                    "file": match["file"],
-                    "section": match["section"],
-                }
-            )
+            if answer is None:
+                blocks.append(
+                    {
+                        "heading": heading,
+                        "tab": tab if indented else None,
+                        "file": match["file"],
+                        "section": match["section"],
+                    }
+                )
             continue
         if FENCE.match(line):
             fenced = not fenced
             continue
         if fenced:
+            continue
+        if ANSWER.match(line):
+            answer = indent
             continue
         match = HEADING.match(line)
         if match:

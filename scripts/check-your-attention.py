@@ -60,7 +60,8 @@ correct_rows = []
 for name, (fn, framework) in correct.items():
     report = diagnose.layer(fn, framework=framework)
     print(f"{name}: {report}")
-    correct_rows.append([f"`{name}`", framework, str(report)])
+    verdict = f"ok ({report.cases} cases)" if report.ok else str(report)
+    correct_rows.append([f"`{name}`", framework, verdict])
 glue.table(
     "diagnose-correct", ["function", "framework", "report"], correct_rows
 )

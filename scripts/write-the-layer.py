@@ -31,6 +31,9 @@ def check(name, report):
 # $\mathrm{softmax}(x)_j = e^{x_j} / \sum_i e^{x_i}$. Subtract each
 # row's largest value before `np.exp`: the result is the same, and no
 # `exp` overflows.
+#
+# Hint: `x.max(axis=-1, keepdims=True)` keeps the axis, so the
+# subtraction broadcasts row by row.
 
 
 # %%
@@ -56,6 +59,9 @@ check("softmax", diagnose.attention(attention_with_your_softmax))
 # q of shape (B, H, Tq, d), k and v of shape (B, H, Tk, d), mask `None`
 # or boolean, broadcastable to (B, H, Tq, Tk). Return the output
 # (B, H, Tq, d): the five steps, with your `softmax`.
+#
+# Hint: `np.where(mask, -np.inf, scores)` blocks the keys where the mask
+# is True; `k.swapaxes(-2, -1)` is $K^\top$ for every head at once.
 
 
 # %%
@@ -75,6 +81,9 @@ check("attention", diagnose.attention(attention))
 # position's d_model features cut into H pieces of d_head, one per
 # head. `merge_heads` undoes it. The check runs a layer built from
 # yours and the reference attention.
+#
+# Hint: reshape to (B, T, H, d_head) first, then swap axes 1 and 2
+# (`x.transpose(0, 2, 1, 3)`); merge does the same in reverse.
 
 
 # %%
@@ -105,6 +114,9 @@ check("heads", diagnose.layer(layer_with_your_heads))
 # x (B, T, d_model) and four (d_model, d_model) weights: project to
 # Q, K and V, split the heads, attend (causal: query i sees keys 0 to
 # i), merge, project with W_O. Use your functions from above.
+#
+# Hint: the causal mask is `np.triu(np.ones((T, T), dtype=bool), k=1)`:
+# True above the diagonal, where the key comes after the query.
 
 
 # %%

@@ -262,18 +262,8 @@ def test_diagnose_layer_passes_correct_code(fn, framework):
 
 
 def llama_attention(d_model, n_head, scaling=None):
-    """transformers 5.24.0's LlamaAttention (models/llama/modeling_llama
-    .py), tiny and random, eager."""
-    from transformers import LlamaConfig
-    from transformers.models.llama.modeling_llama import LlamaAttention
-
-    config = LlamaConfig(
-        hidden_size=d_model,
-        num_attention_heads=n_head,
-        num_key_value_heads=n_head,
-    )
-    config._attn_implementation = "eager"
-    module = LlamaAttention(config, layer_idx=0)
+    """diagnose_examples.llama_attention, with a planted scale."""
+    module = diagnose_examples.llama_attention(d_model, n_head)
     if scaling is not None:  # a planted mistake: the wrong scale
         module.scaling = scaling(d_model, n_head)
     return module
@@ -314,7 +304,7 @@ def test_diagnose_reports_a_wrong_shape_and_an_exception():
 
     raised = diagnose.attention(stub)
     assert [f.name for f in raised.findings] == ["raises"]
-    assert "not written yet" in str(raised)
+    assert "not written yet (stub raises NotImplementedError)" in str(raised)
     oops = diagnose.layer(lambda *a: 1 / 0)
     assert "ZeroDivisionError" in oops.findings[0].message
 

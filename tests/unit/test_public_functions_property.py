@@ -3098,6 +3098,7 @@ ELSEWHERE = {
             "HFStyleAttention",
             "module_layer",
             "sdpa_mask_as_is",
+            "llama_attention",
         )
     },
     **{
