@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from pipeline.generation import Project, generate
+from pipeline.zensical import write_notebook_pages
 
 
 def main(argv=None):
@@ -51,6 +52,7 @@ def main(argv=None):
         jobs=args.jobs,
         traceback=args.traceback,
     )
+    write_notebook_pages(project.out, project.cache.parent)
     if failed:
         print(f"generation failed: {', '.join(failed)}", file=sys.stderr)
         return 1

@@ -22,6 +22,7 @@ import platform
 import sys
 from pathlib import Path
 
+from pipeline import code_units
 from pipeline.files import atomic_write
 
 KEY_VERSION = "mha-ref generated v2"  # bump when outputs change meaning
@@ -75,19 +76,61 @@ def sha256(path):
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
-def task_key(project, task):
-    """sha256 of everything the task's outputs depend on."""
+def read_inputs(project, task):
+    """{relative path: bytes} of the task's input files, read once: its
+    key and its run key are computed from the same bytes."""
+    return {relative(project, f): Path(f).read_bytes() for f in task.inputs}
+
+
+def _key(project, task, inputs):
     digest = hashlib.sha256()
     parts = {
         "version": KEY_VERSION,
         "task": task.name,
         "environment": environment(task.packages),
-        "inputs": [[relative(project, f), sha256(f)] for f in task.inputs],
+        "inputs": inputs,
     }
     if getattr(task, "recipe", None):  # a notebook: what its page shows
         parts["recipe"] = task.recipe
     digest.update(json.dumps(parts, sort_keys=True).encode())
     return digest.hexdigest()
+
+
+def task_key(project, task, texts=None):
+    """sha256 of everything the task's outputs depend on."""
+    texts = read_inputs(project, task) if texts is None else texts
+    return _key(
+        project,
+        task,
+        [
+            [path, hashlib.sha256(data).hexdigest()]
+            for path, data in texts.items()
+        ],
+    )
+
+
+def ran_units(ran):
+    """{file: [unit]} of what the kernel reported ({file: [qualname]})."""
+    return {
+        path: sorted({code_units.unit_of(q) for q in names} - {None})
+        for path, names in sorted(ran.items())
+    }
+
+
+def run_key(project, task, texts, units):
+    """sha256 of what a run that called ``units`` ({file: [unit]}) read:
+    as task_key, but of each carried mha_ref module only its skeleton
+    and the functions the run called (code_units.py)."""
+    inputs = []
+    for path, data in texts.items():
+        python = path.startswith("mha_ref/") and path.endswith(".py")
+        if python:
+            text = data.decode("utf-8", errors="surrogateescape")
+            shown = code_units.fingerprint(text, units.get(path, ()))
+        else:
+            shown = hashlib.sha256(data).hexdigest()
+        inputs.append([path, shown])
+    return _key(project, task, inputs)
 
 
 def relative(project, path):
@@ -112,10 +155,12 @@ def _read(project, name):
         return None
 
 
-def _write(project, name, key, outputs, seconds=None):
+def _write(project, name, key, outputs, seconds=None, run=None):
     record = {"key": key, "out": str(project.out), "outputs": outputs}
     if seconds is not None:  # how long it ran: the longest start first
         record["seconds"] = round(seconds, 1)
+    if run is not None:  # (run key, units it called): see run_key
+        record["run_key"], record["ran"] = run
     atomic_write(
         _path(project, name),
         json.dumps(record, sort_keys=True, indent=1) + "\n",
@@ -133,11 +178,24 @@ def is_fresh(project, name, key):
     record = _here(project, _read(project, name))
     if not record or record.get("key") != key:
         return False
+    return _intact(project, record)
+
+
+def _intact(project, record):
     for relative_path, digest in record["outputs"].items():
         path = project.out / relative_path
         if not path.is_file() or sha256(path) != digest:
             return False
     return True
+
+
+def last_run(project, name):
+    """(run key, {file: [unit]}) of the page's last run, if its outputs
+    are intact and it was traced; else None."""
+    record = _here(project, _read(project, name))
+    if not record or "run_key" not in record or not _intact(project, record):
+        return None
+    return record["run_key"], record["ran"]
 
 
 def outputs(project, name):
@@ -157,9 +215,9 @@ def begin(project, name):
     _write(project, name, None, old, last_seconds(project, name))
 
 
-def store(project, name, key, written, seconds):
+def store(project, name, key, written, seconds, run=None):
     """After a page's outputs are written: the key, LAST. Outputs it no
-    longer writes are removed."""
+    longer writes are removed. ``run``: (run key, units it called)."""
     old = set(outputs(project, name))
     digests = {
         r: sha256(project.out / r)
@@ -167,7 +225,7 @@ def store(project, name, key, written, seconds):
         if (project.out / r).is_file()
     }
     remove_outputs(project, old - set(written))
-    _write(project, name, key, digests, seconds)
+    _write(project, name, key, digests, seconds, run)
 
 
 def failed(project, name, seconds):

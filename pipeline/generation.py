@@ -26,6 +26,7 @@ failing page keeps its last outputs and fails the run: stale numbers are
 never published silently.
 """
 
+import ast
 import contextlib
 import os
 import re
@@ -44,22 +45,41 @@ from pipeline.files import atomic_write
 JOBS_PER_CORE = 2
 PROGRESS_S = 5.0  # a page that runs longer says so this often
 LATE_S = 15.0  # together, a page slower than this publishes on its own
-# The code that turns a page script into its outputs: in every key.
-RUNNERS = tuple(
-    f"pipeline/{name}.py"
-    for name in (
-        "config",
-        "files",
-        "pages",
-        "notebook",
-        "notebook_setup",
-        "kernel",
-        "warm_kernels",
-        "page_data",
-        "generation",
-        "zensical",
-    )
-)
+
+
+def runner_files(start="generation"):
+    """The files that turn a page script into its outputs, in every key:
+    ``pipeline/<start>.py``, each pipeline module it imports at any
+    depth (in functions too), and each file they read beside themselves
+    (``Path(__file__).with_name("x")``). Found, not listed: the second
+    engine's code (zensical.py) is not among them, so editing it reruns
+    no page."""
+    folder = Path(__file__).parent
+    found, todo = set(), [f"{start}.py"]
+    while todo:
+        name = todo.pop()
+        if name in found or not (folder / name).is_file():
+            continue
+        found.add(name)
+        tree = ast.parse((folder / name).read_text("utf-8"))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                if node.module == "pipeline":
+                    todo += [f"{a.name}.py" for a in node.names]
+                elif node.module.startswith("pipeline."):
+                    todo.append(node.module.split(".", 1)[1] + ".py")
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "with_name"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+            ):
+                todo.append(node.args[0].value)
+    return tuple(f"pipeline/{name}" for name in sorted(found))
+
+
+RUNNERS = runner_files()
 
 
 @dataclass
@@ -86,6 +106,8 @@ class Task:
     packages: tuple = cache.PACKAGES
     key: str | None = None  # taken as it starts: what it read
     seconds: float = 0.0  # how long it ran
+    texts: dict = field(default_factory=dict)  # its inputs, as it read them
+    ran: dict = field(default_factory=dict)  # mha_ref functions it called
 
 
 class PageError(Exception):
@@ -119,12 +141,13 @@ def stale(project, tasks=None):
 
 
 def run_page(task, project, argv=None):
-    """Compose, execute and collect one page: {relative path: text}."""
+    """Compose, execute and collect one page: {relative path: text}.
+    Which mha_ref functions the run called goes to ``task.ran``."""
     import nbformat
 
     nb = notebook.compose(project.root, task.name, task.recipe)
     try:
-        kernel.run_alone(nb, argv)
+        task.ran = kernel.run_alone(nb, argv, trace=True)
     except Exception as exc:
         if type(exc).__name__ == "CellExecutionError":
             raise PageError(_cell_error(nb, task, project)) from exc
@@ -137,20 +160,37 @@ def run_page(task, project, argv=None):
     except ValueError as exc:  # glued twice, a taken name
         raise PageError(str(exc)) from exc
     nbformat.validate(nb)
-    relative = f"{config.NOTEBOOKS}/{task.name}.ipynb"
-    files[relative] = nbformat.writes(nb) + "\n"
-    # the same notebook as a Markdown page, for the second engine
-    from pipeline.zensical import notebook_page
-
-    page = Path(relative).with_suffix(".md").as_posix()
-    docs, where = project.root / config.DOCS, project.out / page
-    if where.is_relative_to(docs):  # its URL: docs/a/b.md -> a/b/
-        url = where.relative_to(docs).with_suffix("").as_posix() + "/"
-    else:  # --out elsewhere: where docs/generated would put it
-        generated = Path(config.GENERATED).relative_to(config.DOCS)
-        url = f"{generated.as_posix()}/{Path(page).with_suffix('')}/"
-    files[page] = notebook_page(nb, Path(relative).name, url)
+    files[notebook_path(task.name)] = nbformat.writes(nb) + "\n"
     return files
+
+
+def notebook_path(name):
+    """Where a page's executed notebook goes, under the out folder."""
+    return f"{config.NOTEBOOKS}/{name}.ipynb"
+
+
+def refresh_page(task, project):
+    """The page's notebook with the code it carries and shows now, and
+    the outputs of its last run: for a page none of whose functions
+    changed (cache.run_key). {path: text}, or None when the saved
+    notebook does not line up with the new one (then it runs)."""
+    import nbformat
+
+    saved = project.out / notebook_path(task.name)
+    if not saved.is_file():
+        return None
+    old = nbformat.reads(saved.read_text("utf-8"), as_version=4)
+    new = notebook.compose(project.root, task.name, task.recipe)
+    kernel.prepare(new)
+    if [c.cell_type for c in old.cells] != [c.cell_type for c in new.cells]:
+        return None
+    for was, now in zip(old.cells, new.cells, strict=True):
+        ran = was.cell_type == "code" and not now.source.startswith("%%")
+        if ran and was.source != now.source:  # a cell of the run itself
+            return None
+        was.source = now.source
+    old.cells[0].source = new.cells[0].source  # the title and links
+    return {notebook_path(task.name): nbformat.writes(old) + "\n"}
 
 
 def _script(task, project):
@@ -311,7 +351,8 @@ def _run(
         def one(task):
             if stop is not None and stop():
                 return _LATER  # not started: the next round runs it
-            task.key = cache.task_key(project, task)  # of what it reads
+            task.texts = cache.read_inputs(project, task)  # read once
+            task.key = cache.task_key(project, task, task.texts)
             progress.started(task.name)
             began = time.perf_counter()
             try:
@@ -411,6 +452,10 @@ def generate(
     cached = len(tasks) - len(todo)
     failed = [*orphans, *sorted(blocked)]
     todo = [t for t in todo if t.name not in blocked]
+    if not force:  # code changed that their runs never called
+        new_code = refresh(project, todo, say)
+        todo = [t for t in todo if t.name not in new_code]
+        cached += len(new_code)
     todo.sort(key=lambda t: _expected(project, t))  # slowest first
     # Together, a page that took over LATE_S last time runs last and
     # publishes on its own: the others' pages reload without waiting.
@@ -481,6 +526,33 @@ def generate(
 _LATER = object()  # a page left for the next round
 
 
+def refresh(project, todo, say):
+    """The pages of ``todo`` whose last run called none of the code that
+    changed (cache.run_key): their notebooks get the new code and keep
+    the outputs, nothing runs. Returns their names."""
+    done = []
+    for task in todo:
+        last = cache.last_run(project, task.name)
+        if last is None:
+            continue
+        texts = cache.read_inputs(project, task)
+        if cache.run_key(project, task, texts, last[1]) != last[0]:
+            continue
+        files = refresh_page(task, project)
+        if files is None:
+            continue
+        written = cache.outputs(project, task.name)
+        seconds = cache.last_seconds(project, task.name)
+        cache.begin(project, task.name)
+        for relative, content in files.items():
+            atomic_write(project.out / relative, content)
+        key = cache.task_key(project, task, texts)
+        cache.store(project, task.name, key, written, seconds, last)
+        say(f"  code   {task.name} (new code only: none it ran changed)")
+        done.append(task.name)
+    return done
+
+
 def _one_line_at_a_time(say):
     """``say`` for several threads: one whole line each call."""
     lock = threading.Lock()
@@ -513,7 +585,9 @@ def _publish(project, finished):
         for relative, content in files.items():
             atomic_write(project.out / relative, content)
     for task, files, seconds in finished:
-        cache.store(project, task.name, task.key, list(files), seconds)
+        units = cache.ran_units(task.ran)
+        run = (cache.run_key(project, task, task.texts, units), units)
+        cache.store(project, task.name, task.key, list(files), seconds, run)
 
 
 def _explain(exc):

@@ -30,9 +30,29 @@ def prepare(nb):
             "name": "python3",
         },
     }
+    number_cells(nb)
+    for cell in nb.cells:
+        cell.metadata.pop("lines_to_next_cell", None)
+
+
+def number_cells(nb):
     for index, cell in enumerate(nb.cells):
         cell["id"] = f"cell-{index:02d}"  # not random: reproducible bytes
-        cell.metadata.pop("lines_to_next_cell", None)
+
+
+# The two cells a traced run adds around the page's: they load
+# notebook_trace.py (copied beside the notebook) by path, so nothing is
+# put on the kernel's sys.path, and call its start() and report().
+TRACE = Path(__file__).with_name("notebook_trace.py")
+TRACE_START = (
+    "import importlib.util as __mha_util\n"
+    "__mha_spec = __mha_util.spec_from_file_location("
+    "'notebook_trace', 'notebook_trace.py')\n"
+    "__mha_trace = __mha_util.module_from_spec(__mha_spec)\n"
+    "__mha_spec.loader.exec_module(__mha_trace)\n"
+    "__mha_trace.start()"
+)
+TRACE_REPORT = "__mha_trace.report()"
 
 
 def standalone_paths():
@@ -106,13 +126,45 @@ def execute(nb, cwd, argv=None):
                 kernel.shutdown_kernel(now=True)
 
 
-def run_alone(nb, argv=None):
-    """Prepare ``nb`` and execute it in an empty folder of its own."""
+def run_alone(nb, argv=None, trace=False):
+    """Prepare ``nb`` and execute it in an empty folder of its own.
+
+    ``trace``: also return which functions of the carried mha_ref files
+    ran ({file: [qualname]}, notebook_trace.py); the two cells that find
+    out are taken out again, run or not, so ``nb`` is the page's alone.
+    """
+    import nbformat.v4 as v4
+
     prepare(nb)
-    with tempfile.TemporaryDirectory(prefix="mha-notebook-") as folder:
-        execute(nb, cwd=folder, argv=argv)
+    if trace:
+        nb.cells.insert(1, v4.new_code_cell(TRACE_START))
+        nb.cells.append(v4.new_code_cell(TRACE_REPORT))
+    try:
+        with tempfile.TemporaryDirectory(prefix="mha-notebook-") as folder:
+            if trace:
+                Path(folder, TRACE.name).write_text(TRACE.read_text())
+            execute(nb, cwd=folder, argv=argv)
+    finally:
+        if trace:
+            last = nb.cells.pop()
+            nb.cells.pop(1)
+            number_cells(nb)
     check_sections(nb)
     strip(nb)
+    if trace:
+        return _traced(last)
+    return None
+
+
+def _traced(cell):
+    """The report() line of the trace's last cell, as a dict."""
+    from pipeline.notebook_trace import MARK
+
+    for output in cell.get("outputs", []):
+        for line in output.get("text", "").splitlines():
+            if line.startswith(MARK):
+                return json.loads(line[len(MARK) :])
+    raise ValueError("the traced run printed no report")
 
 
 def check_sections(nb):

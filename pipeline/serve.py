@@ -45,6 +45,7 @@ import traceback as tracebacks
 from pathlib import Path
 
 from pipeline import config, generation, page_linter, pages
+from pipeline.zensical import write_notebook_pages
 
 # the files whose edit can change a page or its numbers
 WATCHED = (
@@ -170,6 +171,7 @@ class Watcher:
             between=self.between,
             interrupt=self.edited_again,
         )
+        write_notebook_pages(self.project.out, self.project.cache.parent)
         self.lint(once)
         return failed
 

@@ -272,6 +272,45 @@ def notebook_page(nb, download, page_url):
     return FRONT_MATTER + "\n" + "\n\n".join(blocks) + "\n"
 
 
+def write_notebook_pages(out, cache):
+    """The Markdown page of every executed notebook in ``out`` (the
+    generated folder), written when its notebook or this file changed
+    (a record per page in ``cache``), and none for a notebook that is
+    gone. Generation's callers run it after generation: a page's key
+    does not hold this file, so an edit here reruns no page script."""
+    import hashlib
+    import json
+
+    import nbformat
+
+    folder, docs = Path(out) / config.NOTEBOOKS, config.ROOT / config.DOCS
+    record_path = Path(cache) / "notebook-pages.json"
+    try:
+        record = json.loads(record_path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        record = {}
+    this = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+    keys = {}
+    for notebook in sorted(folder.glob("*.ipynb")):
+        data = notebook.read_bytes()
+        key = hashlib.sha256(data + this.encode()).hexdigest()
+        page = notebook.with_suffix(".md")
+        keys[notebook.stem] = key
+        if record.get(notebook.stem) == key and page.is_file():
+            continue
+        if page.resolve().is_relative_to(docs):  # docs/a/b.md -> a/b/
+            url = page.resolve().relative_to(docs).with_suffix("")
+        else:  # --out elsewhere: where docs/generated would put it
+            generated = Path(config.GENERATED).relative_to(config.DOCS)
+            url = generated / config.NOTEBOOKS / notebook.stem
+        nb = nbformat.reads(data.decode("utf-8"), as_version=4)
+        atomic_write(page, notebook_page(nb, notebook.name, f"{url}/"))
+    for page in folder.glob("*.md"):
+        if page.stem not in keys:
+            page.unlink()
+    atomic_write(record_path, json.dumps(keys, indent=1, sort_keys=True))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m pipeline.zensical",

@@ -1,0 +1,77 @@
+"""What a page's run read of a Python file: its functions, one by one.
+
+A page is keyed on the functions of ``mha_ref`` its run executed, not on
+whole files: an edit of ``numpy_ref.causal_mask`` reruns the pages that
+called it, not every page that imports ``numpy_ref``. A file splits into
+units:
+
+- each function and method (decorators included), by its qualified
+  name (``attention``, ``MultiHeadAttention.__call__``); each class too,
+  whole, for what runs in its body;
+- the skeleton: the file with every function and method left out. The
+  imports, constants and class bodies are in it, which every run of a
+  page that carries the file executes, so it is in every such key.
+
+``unit_of(qualname)`` maps what the profiler saw (``f.<locals>.g``, a
+comprehension's frame) to the unit that holds its source.
+"""
+
+import ast
+import hashlib
+
+FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def _start(node):
+    """The first line of a definition, its decorators included."""
+    return min([node.lineno, *(d.lineno for d in node.decorator_list)])
+
+
+def units(text):
+    """(skeleton, {qualname: source}) of a Python file's text."""
+    lines = text.splitlines(keepends=True)
+    found, skipped = {}, set()
+
+    def visit(body, prefix):
+        for node in body:
+            if isinstance(node, (*FUNCTIONS, ast.ClassDef)):
+                name = f"{prefix}{node.name}"
+                span = range(_start(node) - 1, node.end_lineno)
+                found[name] = "".join(lines[i] for i in span)
+                if isinstance(node, FUNCTIONS):
+                    skipped.update(span)
+                else:
+                    visit(node.body, f"{name}.")
+
+    visit(ast.parse(text).body, "")
+    skeleton = "".join(s for i, s in enumerate(lines) if i not in skipped)
+    return skeleton, found
+
+
+def unit_of(qualname):
+    """The unit holding the code object ``qualname`` ran: the definition
+    that encloses a nested function or a comprehension; None for module
+    level code (in the skeleton)."""
+    outer = qualname.split(".<locals>", 1)[0]
+    parts = [p for p in outer.split(".") if not p.startswith("<")]
+    return ".".join(parts) or None
+
+
+def digest(text):
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def fingerprint(text, ran):
+    """What a run that executed the units ``ran`` read of this file: the
+    skeleton's digest and each unit's (None: the unit is gone)."""
+    try:
+        skeleton, found = units(text)
+    except SyntaxError:  # unparsable now: the run must be redone
+        return {"unparsable": digest(text)}
+    return {
+        "skeleton": digest(skeleton),
+        "ran": {
+            name: digest(found[name]) if name in found else None
+            for name in sorted(ran)
+        },
+    }
