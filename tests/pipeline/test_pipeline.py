@@ -300,3 +300,86 @@ def test_repository_edit_makes_exactly_its_carriers_stale(tmp_path):
     )
     assert carriers, f"no page carries {edited}"
     assert sorted(stale(project)) == carriers
+
+
+FUNCTIONS = """\
+def one():
+    return 1
+
+
+def two():
+    return 2
+
+
+def both():
+    return 10
+
+
+def neither():
+    return 0
+"""
+
+
+def test_a_function_edit_reruns_only_the_pages_that_ran_it(tmp_path, kernels):
+    """Pages are keyed on the mha_ref functions their run called: an
+    edit of one reruns the pages that called it; a page that carries the
+    file but never called the function gets the new code in its notebook,
+    its outputs kept, and nothing runs."""
+    project = make_project(tmp_path)
+    root = project.root
+    (root / "mha_ref/f.py").write_text(FUNCTIONS)
+    for page, call in (("alpha", "one"), ("beta", "two")):
+        script = root / f"scripts/{page}.py"
+        script.write_text(
+            script.read_text()
+            + f"\nfrom mha_ref import f\n\nglue.value('f', f.{call}() + "
+            "f.both())\n"
+        )
+    assert run(project, kernels)[:2] == ([], ["alpha", "beta"])
+
+    def edit(name, value):
+        text = (root / "mha_ref/f.py").read_text()
+        old = text.split(f"def {name}():\n    return ")[1].split("\n")[0]
+        (root / "mha_ref/f.py").write_text(
+            text.replace(
+                f"def {name}():\n    return {old}\n",
+                f"def {name}():\n    return {value}\n",
+            )
+        )
+
+    edit("one", 5)  # alpha's only
+    failed, ran, log = run(project, kernels)
+    assert (failed, ran) == ([], ["alpha"])
+    assert any(line.startswith("  code   beta") for line in log), log
+    beta = nbformat.read(project.out / "notebooks/beta.ipynb", as_version=4)
+    assert any("return 5" in cell.source for cell in beta.cells)  # carried
+    assert json.loads((project.out / "data/beta.json").read_text())["f"] == 12
+    assert json.loads((project.out / "data/alpha.json").read_text())["f"] == 15
+    edit("both", 20)  # shared: each page that ran it
+    assert run(project, kernels)[:2] == ([], ["alpha", "beta"])
+    edit("neither", 7)  # no page ran it: nothing runs
+    failed, ran, log = run(project, kernels)
+    assert (failed, ran) == ([], [])
+    assert sum(line.startswith("  code") for line in log) == 2
+    assert stale(project) == []
+
+
+def test_runner_files_are_found_and_leave_the_second_engine_out(tmp_path):
+    """The page keys hash the pipeline files generation runs, found by
+    their imports: an edit of zensical.py (the second engine's) makes no
+    page stale, an edit of kernel.py makes every page stale."""
+    from pipeline.generation import RUNNERS
+
+    assert "pipeline/kernel.py" in RUNNERS
+    assert "pipeline/notebook_setup.py" in RUNNERS  # read, not imported
+    assert "pipeline/zensical.py" not in RUNNERS
+    project = make_project(tmp_path)
+    for task in discover(project):  # pretend every page was generated
+        cache.store(project, task.name, cache.task_key(project, task), [], 1)
+    assert stale(project) == []
+    zensical = project.root / "pipeline/zensical.py"
+    zensical.write_text(zensical.read_text() + "\n# an edit\n")
+    assert stale(project) == []
+    kernel = project.root / "pipeline/kernel.py"
+    kernel.write_text(kernel.read_text() + "\n# an edit\n")
+    assert sorted(stale(project)) == ["alpha", "beta"]
