@@ -5,6 +5,7 @@ import sys
 from pathlib import Path
 
 from pipeline.generation import Project, generate
+from pipeline.page_linter import before_generation
 from pipeline.zensical import write_notebook_pages
 
 
@@ -41,6 +42,12 @@ def main(argv=None):
     )
     args = parser.parse_args(argv)
     project = Project(out=args.out)
+    mistakes = before_generation(project.root)
+    if mistakes and not args.watch:  # a mistake ends the command at once
+        for problem in mistakes:
+            print(problem, file=sys.stderr)
+        print("generation not started: fix the lines above", file=sys.stderr)
+        return 1
     if args.watch:
         from pipeline.serve import watch
 

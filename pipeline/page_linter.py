@@ -514,6 +514,74 @@ CHECKS = [
 ]
 
 
+GLUE_CALLS = ("glue.value", "glue.table", "glue.figure", "glue.export")
+
+
+def glued_names(script):
+    """The names a page script glues, read from its syntax; None when a
+    name is computed (an f-string, a variable): then nobody can say."""
+    try:
+        tree = ast.parse(Path(script).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError):
+        return None
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args:
+            if ast.unparse(node.func) not in GLUE_CALLS:
+                continue
+            name = node.args[0]
+            if not isinstance(name, ast.Constant):
+                return None
+            names.add(name.value)
+    return names
+
+
+def check_placeholder_names(root):
+    """Before generation: a placeholder naming what its page's script
+    never glues (``<< scaling.sqrt_d_hed >>``), from the scripts' syntax
+    alone. Names a script computes, and variables that are no page's,
+    are left to check_placeholders, after generation."""
+    problems, glued = [], {}
+    scripts = Path(root) / config.SCRIPTS
+    for page, text in pages(root):
+        for number, line in enumerate(text.split("\n"), start=1):
+            for dotted in _names(line):
+                variable, _, rest = dotted.partition(".")
+                script = scripts / f"{variable.replace('_', '-')}.py"
+                if not rest or not script.is_file():
+                    continue
+                if variable not in glued:
+                    glued[variable] = glued_names(script)
+                names, key = glued[variable], rest.split(".")[0]
+                if names is None or key in names or key == "figures":
+                    continue
+                near = difflib.get_close_matches(key, sorted(names), n=3)
+                hint = f"did you mean {', '.join(near)}? " if near else ""
+                problems.append(
+                    Problem(
+                        page,
+                        number,
+                        f"<< {dotted} >>: {script.relative_to(root)} "
+                        f"glues no {key!r}; {hint}(it glues: "
+                        f"{', '.join(sorted(names))})",
+                    )
+                )
+    return problems
+
+
+def before_generation(root=ROOT):
+    """The mistakes found without running anything: typed code, an
+    include of a section that does not exist, a placeholder its script
+    never glues. ``python -m pipeline`` stops on them (in a second),
+    before any page runs; ``make serve`` names them and goes on."""
+    found = {
+        *check_code(root),
+        *check_includes(root),
+        *check_placeholder_names(root),
+    }
+    return sorted(found)
+
+
 def lint(root=ROOT, typesetter=None):
     """Every check's problems, sorted; each page rendered once. Raises
     FileNotFoundError when nothing was generated yet."""

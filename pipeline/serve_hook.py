@@ -15,8 +15,10 @@ sections (not snippets' exception, which would stop every rebuild).
 Under ``make serve`` (pipeline/serve.py, which sets MHA_REF_WATCHER)
 the loop prints each mistake once, with its file:line, and publishes
 the generated files once a round is done: the server then does not
-also watch ``mha_ref/`` (an edit there reloads once, when its pages'
-numbers are ready, not first with the old ones). On every command the
+also watch ``mha_ref/``, and a page is not out of date because a
+section it shows changed, only when its own outputs do (an edit there
+reloads a page once, when its numbers are ready, never first with the
+old ones). On every command the
 plugins' progress chatter is left out of the log.
 
 Under ``mkdocs serve --dirty`` (what ``make serve`` runs) a rebuild
@@ -169,6 +171,12 @@ def _page_inputs(root, file, text):
 
     project = Project(root=root)
     found = [root / m["path"] for m in ANY_INCLUDE.finditer(text)]
+    if os.environ.get(WATCHER):  # code is published with its numbers:
+        # a page that shows a section of mha_ref carries its file, so
+        # its notebook (below) is rewritten when the section changes:
+        # by the run that computes the new numbers, or, when the page
+        # never ran the edited code, at once with the numbers it has
+        found = [p for p in found if root / "mha_ref" not in p.parents]
     name = Path(file.src_uri).with_suffix("").as_posix()
     found += [project.out / r for r in cache.outputs(project, name)]
     for ref in set(PLACEHOLDER.findall(text)):

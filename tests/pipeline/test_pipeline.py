@@ -383,3 +383,34 @@ def test_runner_files_are_found_and_leave_the_second_engine_out(tmp_path):
     kernel = project.root / "pipeline/kernel.py"
     kernel.write_text(kernel.read_text() + "\n# an edit\n")
     assert sorted(stale(project)) == ["alpha", "beta"]
+
+
+def test_mistakes_found_before_generation_stop_the_command(
+    tmp_path, monkeypatch, capsys
+):
+    """A misspelt placeholder, a missing section, typed code: found from
+    the files alone, and `python -m pipeline` stops on them before any
+    page runs, one line each."""
+    import pipeline.__main__ as entry
+    from pipeline.page_linter import before_generation
+
+    project = make_project(tmp_path)
+    assert before_generation(project.root) == []
+    beta = project.root / "docs/beta.md"
+    beta.write_text("# Beta\n\n<< beta.yy >>\n\n```python\nx = 1\n```\n")
+    problems = [str(p) for p in before_generation(project.root)]
+    assert problems[0].startswith("docs/beta.md:3: << beta.yy >>: ")
+    assert "scripts/beta.py glues no 'yy'; did you mean y?" in problems[0]
+    assert problems[1].startswith("docs/beta.md:6: code typed on the page")
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("generation started")
+
+    monkeypatch.setattr(entry, "generate", refuse)
+    monkeypatch.setattr(
+        entry, "before_generation", lambda root: before_generation(tmp_path)
+    )
+    assert entry.main([]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0].startswith("docs/beta.md:3: << beta.yy >>")
+    assert err[-1] == "generation not started: fix the lines above"
