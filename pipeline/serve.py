@@ -23,10 +23,12 @@ The engine's own output is cut to what a person acts on (a warning, an
 error's last line, where it serves).
 
 A fresh start serves once every page but the slowest has run; the
-slowest publishes when done (the server reloads). Ctrl-C, SIGTERM, or
-the engine's server exiting for any reason, stops every process this
-one started (the server, the warm kernels, their clients): none is left
-running. ``python -m pipeline --watch`` is the same loop without a
+slowest publishes when done (the server reloads). Whatever ends first,
+Ctrl-C, SIGTERM, the engine's server or the warm kernels' server
+exiting for any reason (a page still running or not), or the process
+that started the loop dying (make, even by SIGKILL), every process this
+one started (the server, the warm kernels, their clients) ends within
+seconds, and every temporary folder with them. ``python -m pipeline --watch`` is the same loop without a
 server.
 """
 
@@ -97,6 +99,7 @@ class Watcher:
         self.typesetter = None  # one V8 for the whole session
         self.problems = None  # what the last lint said
         self.kernels = None  # one warm process for the whole session
+        self.started_kernels = None  # told of the warm process: serve()
 
     def close(self):
         """Stop the session's warm kernels."""
@@ -152,6 +155,8 @@ class Watcher:
 
         if self.kernels is None:  # started once, used by every round
             self.kernels = started().__enter__()
+            if self.started_kernels is not None:
+                self.started_kernels(self.kernels.process, "kernel server")
         said = set()
 
         def once(line):  # generation and the linter name some alike
@@ -397,10 +402,36 @@ def _raise_stop(number, _frame):
 def _stoppable():
     """SIGTERM and SIGHUP leave the loop as Ctrl-C does; and Ctrl-C
     raises KeyboardInterrupt even when this process started with SIGINT
-    ignored (a shell's background job, and its children, do)."""
+    ignored (a shell's background job, and its children, do). The loop
+    gets SIGTERM when the process that started it dies (`make serve`'s
+    make, killed), so it never outlives it."""
     for number in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(number, _raise_stop)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    _die_with_parent()
+
+
+class Ending:
+    """What ends the loop besides a signal: a process it started that
+    exits (the engine's server, the warm kernels' server). A thread
+    waits on each; the first to exit says so and sends this process
+    SIGTERM, which leaves whatever the loop was doing (a page running
+    too) for its ``finally``: every other process stopped."""
+
+    def __init__(self, say):
+        self.say, self.code = say, None
+        self.stopping = threading.Event()  # the loop stops them itself
+
+    def watch(self, process, name):
+        def wait():
+            code = process.wait()
+            if not self.stopping.is_set():
+                self.stopping.set()
+                self.code = code or 1
+                self.say(f"the {name} exited ({code}): stopping")
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        threading.Thread(target=wait, daemon=True).start()
 
 
 # ------------------------------------------------------------ the loop
@@ -417,11 +448,18 @@ def serve(
     """Generate, lint, serve and watch until stopped; 0 on Ctrl-C."""
     _stoppable()
     watcher = Watcher(project, say, jobs, traceback)
+    ending = Ending(say)
+    watcher.started_kernels = ending.watch  # the warm kernels' server
     rebuilds = Rebuilds()
     watcher.between = rebuilds.wait_next  # the edit's pages rebuilt first
     server, code = None, 0
-    # the server's temporary files: gone with the loop, however it stops
-    scratch = tempfile.TemporaryDirectory(prefix="mha-serve-")
+    # every temporary file of the loop and of the server (the kernels'
+    # folders, a page's run): gone with the loop, however it stops, even
+    # with a page still running when it does
+    scratch = tempfile.TemporaryDirectory(
+        prefix="mha-serve-", ignore_cleanup_errors=True
+    )
+    tempfile.tempdir = scratch.name
     try:
         first = _FirstRound(watcher)
         while server is None:  # serve once all but the slowest have run
@@ -434,17 +472,17 @@ def serve(
                     rebuilds,
                     scratch.name,
                 )
+                ending.watch(server, f"{engine} server")
         first.finish()
         while True:
             time.sleep(POLL_S)
-            if server.poll() is not None:
-                say(f"the {engine} server exited ({server.returncode})")
-                code = server.returncode or 1
-                break
             watcher.poll()
     except (KeyboardInterrupt, Stop):
-        say("stopping")
+        if ending.code is None:
+            say("stopping")
+        code = ending.code or 0
     finally:
+        ending.stopping.set()  # what stops now is stopped by the loop
         stop_all()
         watcher.close()  # the warm kernels' folder
         scratch.cleanup()

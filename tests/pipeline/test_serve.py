@@ -236,7 +236,7 @@ def free_port():
 class Served:
     """``python -m pipeline.serve`` in a copy, its output line by line."""
 
-    def __init__(self, root, background=False):
+    def __init__(self, root, background=False, parent=False):
         self.url = f"http://127.0.0.1:{free_port()}/"
         self.lines, self.seen = [], threading.Condition()
         # its own temporary folder, to see what the loop leaves there:
@@ -244,8 +244,17 @@ class Served:
         # path has at most 107 characters
         self.tmp = Path(tempfile.mkdtemp(prefix="mha-t-"))
         env = {**os.environ, "PYTHONPATH": str(root), "TMPDIR": str(self.tmp)}
+        command = [
+            sys.executable,
+            "-m",
+            "pipeline.serve",
+            "-a",
+            self.url[7:-1],
+        ]
+        if parent:  # under a parent of its own, as make runs it
+            command = [sys.executable, "-c", PARENT, *command]
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "pipeline.serve", "-a", self.url[7:-1]],
+            command,
             cwd=root,
             env=env,
             stdout=subprocess.PIPE,
@@ -286,6 +295,12 @@ def copy(tmp_path):
     shutil.copytree(ROOT / "docs/assets", root / "docs/assets")
     (root / "docs/index.md").write_text("# Tiny\n")
     return root
+
+
+# a parent that runs the loop and waits, as `make serve`'s make does
+PARENT = (
+    "import subprocess, sys; sys.exit(subprocess.Popen(sys.argv[1:]).wait())"
+)
 
 
 def _ignore_sigint():
@@ -348,6 +363,68 @@ def test_serve_survives_a_mistake_and_leaves_nothing_running(copy):
         started = serve.descendants(served.process.pid)
         served.process.send_signal(signal.SIGINT)
         stopped(served, started)
+    finally:
+        if served.process.poll() is None:
+            serve.stop_all(served.process.pid, wait=1)
+            served.process.kill()
+        shutil.rmtree(served.tmp, ignore_errors=True)
+
+
+def _one_named(loop, words):
+    """The loop's own child whose command has ``words`` (the warm
+    kernels' forks keep their server's command line: not them)."""
+    children = [p for p in serve.descendants(loop) if _parent(p) == loop]
+    found = [p for p in children if words in _command(p)]
+    assert len(found) == 1, [_command(p) for p in children]
+    return found[0]
+
+
+def _parent(pid):
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return int(stat.rsplit(")", 1)[1].split()[1])
+
+
+def test_serve_ends_every_process_whatever_ends_first(copy):
+    """The engine's server killed while a page script runs, the warm
+    kernels' server killed, the loop's parent killed: each time the
+    loop and every process it started end within seconds, and no
+    temporary folder is left."""
+    beta = copy / "scripts/beta.py"
+    slow = beta.read_text() + "\nimport time\n\ntime.sleep(60)\n"
+    served = Served(copy)
+    try:
+        served.wait_for("serving at")
+        started = serve.descendants(served.process.pid)
+        engine = _one_named(served.process.pid, "mkdocs serve")
+        beta.write_text(slow)  # a page that runs for a minute
+        served.wait_for("start  beta")
+        os.kill(engine, signal.SIGTERM)
+        served.wait_for("server exited")
+        stopped(served, started + serve.descendants(served.process.pid))
+        beta.write_text(slow.replace("time.sleep(60)", "time.sleep(0)"))
+
+        served = Served(copy)
+        served.wait_for("serving at")
+        started = serve.descendants(served.process.pid)
+        kernels = _one_named(served.process.pid, "warm_kernels.py server")
+        os.kill(kernels, signal.SIGKILL)
+        served.wait_for("kernel server exited")
+        stopped(served, started)
+
+        served = Served(copy, parent=True)
+        served.wait_for("serving at")
+        started = serve.descendants(served.process.pid)
+        served.process.kill()  # the parent, by SIGKILL: no word to anyone
+        served.process.wait()
+        deadline = time.monotonic() + 20
+        while gone(started) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert gone(started) == [], [_command(p) for p in gone(started)]
+        time.sleep(0.5)  # the loop's last cleanup
+        assert sorted(p.name for p in served.tmp.iterdir()) == []
     finally:
         if served.process.poll() is None:
             serve.stop_all(served.process.pid, wait=1)
