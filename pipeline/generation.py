@@ -279,8 +279,9 @@ class _Progress:
     """Start lines, and every PROGRESS_S a line naming the pages that
     still run (a person sees a long page is not stuck)."""
 
-    def __init__(self, say, width, events=None):
+    def __init__(self, say, width, events=None, last=None):
         self.say, self.width = say, width
+        self.last = last or {}  # page -> seconds it took last time
         self.events = events or (lambda kind, name: None)
         self.lock, self.running = threading.Lock(), {}
         self.stopped = threading.Event()
@@ -302,12 +303,16 @@ class _Progress:
             now = time.perf_counter()
             with self.lock:
                 long = [
-                    f"{n} {now - t:.0f} s"
+                    f"{n} {now - t:.0f} s{self._last(n)}"
                     for n, t in self.running.items()
                     if now - t >= PROGRESS_S
                 ]
                 if long:
                     self.say(f"  ...    still running: {', '.join(long)}")
+
+    def _last(self, name):
+        seconds = self.last.get(name)
+        return "" if seconds is None else f" (last time {seconds:.0f} s)"
 
     def __enter__(self):
         self.thread.start()
@@ -345,7 +350,9 @@ def _run(
         return failed
     jobs = jobs or JOBS_PER_CORE * len(os.sched_getaffinity(0))
     warm_kernels = contextlib.nullcontext(kernels) if kernels else started()
-    with _Progress(say, width, events) as progress, warm_kernels as warm:
+    last = {t.name: cache.last_seconds(project, t.name) for t in todo}
+    progress = _Progress(say, width, events, last)
+    with progress, warm_kernels as warm:
         argv = warm.kernel_argv()  # kernels forked from one warm process
 
         def one(task):

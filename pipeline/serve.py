@@ -28,8 +28,8 @@ Ctrl-C, SIGTERM, the engine's server or the warm kernels' server
 exiting for any reason (a page still running or not), or the process
 that started the loop dying (make, even by SIGKILL), every process this
 one started (the server, the warm kernels, their clients) ends within
-seconds, and every temporary folder with them. ``python -m pipeline --watch`` is the same loop without a
-server.
+seconds, and every temporary folder with them. ``python -m pipeline
+--watch`` is the same loop without a server.
 """
 
 import argparse
