@@ -149,11 +149,23 @@ def run_alone(nb, argv=None, trace=False):
             last = nb.cells.pop()
             nb.cells.pop(1)
             number_cells(nb)
+            _uncount_first(nb)
     check_sections(nb)
     strip(nb)
     if trace:
         return _traced(last)
     return None
+
+
+def _uncount_first(nb):
+    """Execution counts as if the trace's first cell had never run."""
+    for cell in nb.cells:
+        if cell.cell_type != "code" or not cell.get("execution_count"):
+            continue
+        cell.execution_count -= 1
+        for output in cell.get("outputs", []):
+            if output.get("execution_count"):
+                output["execution_count"] -= 1
 
 
 def _traced(cell):
