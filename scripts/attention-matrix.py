@@ -267,6 +267,9 @@ weighted_sum = glue.value(
 # the third blocked, by hand. 3: the page's four tokens with the mask
 # transposed, which blocks the past instead of the future. Change the
 # inputs and rerun.
+#
+# The cell below prints every answer, one `glue:` line each: work
+# them out first, then run it.
 
 # %%
 rng = np.random.default_rng(0)

@@ -352,6 +352,9 @@ glue.figure(
 # batched cross-attention. 2: one query, two keys, head size 1, by
 # hand. 3: what doubling $dO$, or doubling $V$, does to $dQ$, $dK$ and
 # $dV$. Change the inputs and rerun.
+#
+# The cell below prints every answer, one `glue:` line each: work
+# them out first, then run it.
 
 # %%
 rng = np.random.default_rng(0)

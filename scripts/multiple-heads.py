@@ -113,6 +113,9 @@ print(f"max |one GEMM - head by head|: {np.abs(y - y_heads).max():.1e}")
 # small's width. 2: its parameters, biases included. 3: the head split
 # done with a plain reshape, no transpose, on the position-coded $x$.
 # Change the sizes and rerun.
+#
+# The cell below prints every answer, one `glue:` line each: work
+# them out first, then run it.
 
 # %%
 ex_b, ex_t, ex_d_model, ex_n_head = 2, 10, 768, 12  # exercise 1

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 import glue
-from mha_ref import numpy_ref, torch_ref
+from mha_ref import cost, kv_cache, numpy_ref, torch_ref
 
 # 1. a weighted sum, its weights from two scores
 sum_values = np.array([[1.0, 3.0], [5.0, -1.0]])  # (Tk, dv)
@@ -120,3 +120,60 @@ glue.value(
 v_leaf = torch.zeros(2, 2, dtype=torch.float64, requires_grad=True)
 (torch.from_numpy(weights) @ v_leaf).backward(torch.from_numpy(d_out))
 print("dV by autograd:\n", v_leaf.grad.numpy())
+
+# %% [markdown]
+# ## Self-check: going further
+#
+# The Going-further self-checks' inputs and answers, computed with the
+# functions those pages show: a KV cache's mask, grouped heads, the
+# bytes a KV cache takes per token.
+
+# %%
+# 1. five keys, the first three cached, two new queries, zero scores
+cache_values = [10.0, 20.0, 30.0, 40.0, 50.0]
+aligned, upper_left = kv_cache.cached_attention_example(cache_values)
+glue.value(
+    "cache",
+    {
+        "values": cache_values,
+        "cached": list(range(len(cache_values) - 2)),  # positions 0 .. 2
+        "queries": [len(cache_values) - 2, len(cache_values) - 1],
+        "aligned": aligned,  # the mask built from positions
+        "upper_left": upper_left,  # SDPA's is_causal=True
+    },
+)
+
+# 2. eight query heads, two key/value heads: which one each reads
+gqa_heads, gqa_kv_heads = 8, 2
+group = gqa_heads // gqa_kv_heads  # G, query heads per key/value head
+labels = torch.arange(gqa_kv_heads).view(1, gqa_kv_heads, 1, 1)
+glue.value(
+    "gqa",
+    {
+        "n_head": gqa_heads,
+        "n_kv_head": gqa_kv_heads,
+        "group": group,
+        "kv_head": torch_ref.repeat_kv_heads(labels, group).flatten(),
+    },
+)
+
+# 3. the KV cache per token of 32 layers, 8 key/value heads of 128
+n_layer, n_kv_head, d_head, n_bytes = 32, 8, 128, 2  # 16-bit floats
+per_token = cost.kv_cache_bytes(n_layer, n_kv_head, d_head, 1, n_bytes)
+all_heads = 32  # one key/value head per query head
+glue.value(
+    "kv_bytes",
+    {
+        "n_layer": n_layer,
+        "n_kv_head": n_kv_head,
+        "d_head": d_head,
+        "bytes_per_value": n_bytes,
+        "bits": 8 * n_bytes,
+        "per_token": per_token,
+        "all_heads": all_heads,
+        "all_heads_ratio": cost.kv_cache_bytes(
+            n_layer, all_heads, d_head, 1, n_bytes
+        )
+        // per_token,
+    },
+)

@@ -208,12 +208,19 @@ glue.figure(
 # ## Exercises
 #
 # The page's exercises, computed. 1: a head of size 16 and the scores
-# [4, 0], with and without the factor. 2: the page's scores divided by
+# [4, 0], with and without the factor, and the same query and keys at
+# size 64. 2: the page's scores divided by
 # $d_k$ instead of $\sqrt{d_k}$. 3: the sweep above with 4 keys per row
 # instead of 16. Change the numbers and rerun.
+#
+# The cell below prints every answer, one `glue:` line each: work
+# them out first, then run it.
 
 # %%
 ex_d, ex_scores = 16, np.array([4.0, 0.0])  # exercise 1
+# the same query and keys at d_k = 64: scores sqrt(64 / 16) times larger
+ex_wide_d = 64
+ex_wide_scores = ex_scores * np.sqrt(ex_wide_d / ex_d)
 glue.value(
     "ex_small_head",
     {
@@ -223,6 +230,10 @@ glue.value(
         "scaled_scores": ex_scores / np.sqrt(ex_d),
         "scaled": numpy_ref.softmax(ex_scores / np.sqrt(ex_d)),
         "unscaled": numpy_ref.softmax(ex_scores),
+        "wide_d_k": ex_wide_d,
+        "wide_scores": ex_wide_scores,
+        "wide_scaled": numpy_ref.softmax(ex_wide_scores / np.sqrt(ex_wide_d)),
+        "wide_unscaled": numpy_ref.softmax(ex_wide_scores),
     },
 )
 
@@ -255,5 +266,6 @@ glue.value(
         "uniform_weight": 1 / few_keys,
         "max_weight_unscaled": few_unscaled,
         "max_weight_scaled": few_scaled,
+        "unscaled_gap": 1 - few_unscaled[-1],  # how close to one-hot
     },
 )

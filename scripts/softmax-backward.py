@@ -107,6 +107,9 @@ for name, row in [("unscaled", [8.0, -8.0]), ("/ sqrt(64)", [1.0, -1.0])]:
 # scores $[\ln 3, 0]$) with the loss on the first weight. 2: a blocked
 # key, any upstream gradient. 3: the score gradient of the rows
 # $[t, -t]$ as $t$ grows. Change them and rerun.
+#
+# The cell below prints every answer, one `glue:` line each: work
+# them out first, then run it.
 
 # %%
 ex_p = numpy_ref.softmax(np.array([np.log(3.0), 0.0]))  # exercise 1
@@ -118,6 +121,8 @@ glue.value(
         "upstream": ex_g,
         "inner": ex_p @ ex_g,  # <p, g>
         "score_grad": numpy_ref.softmax_backward(ex_p, ex_g),
+        "p1_p2": ex_p[0] * ex_p[1],  # two keys: the gradient's size
+        "direction": [1, -1],  # ... and its direction
     },
 )
 

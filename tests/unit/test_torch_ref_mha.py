@@ -39,6 +39,22 @@ def test_mha_has_four_square_linears_with_optional_bias():
     assert all(getattr(plain, name).bias is None for name in LINEARS)
 
 
+def test_mha_with_bias_counts_as_many_parameters_as_gpt2_attention():
+    # multiple-heads.md: the layer of its exercise, biases included, has
+    # as many parameters as transformers' GPT2Attention (c_attn packs
+    # W_Q, W_K, W_V; c_proj is W_O), models/gpt2/modeling_gpt2.py
+    from transformers import GPT2Config
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Attention
+
+    config = GPT2Config(n_embd=768, n_head=12)  # GPT-2 small's width
+    with torch.device("meta"):
+        theirs = GPT2Attention(config)
+    ours = torch_ref.MultiHeadAttention(768, 12, bias=True, device="meta")
+    assert sum(p.numel() for p in ours.parameters()) == sum(
+        p.numel() for p in theirs.parameters()
+    )
+
+
 def test_mha_follows_dtype_argument(make_tensor):
     module = torch_ref.MultiHeadAttention(D_MODEL, N_HEAD, dtype=torch.float64)
     assert all(p.dtype == torch.float64 for p in module.parameters())
