@@ -366,20 +366,12 @@ mask = serving.tree_mask(parents, prefix)
 positions = glue.value(
     "tree_positions", (prefix - 1 + (~mask[:, prefix:]).sum(1)).tolist()
 )
-header = [
-    "node",
-    "pos.",
-    f"p0–p{prefix - 1}",
-    *[f"n{j}" for j in range(len(parents))],
-]
+# every node sees the whole prefix: the table shows the node columns
+glue.value("tree_sees_prefix", not mask[:, :prefix].any())
+header = ["node (pos.)", *[f"n{j}" for j in range(len(parents))]]
 rows = [
-    [
-        f"n{i}",
-        str(positions[i]),
-        "✗" if any(row[:prefix]) else "✓",  # the prefix, seen whole
-        *("✗" if b else "✓" for b in row[prefix:]),
-    ]
-    for i, row in enumerate(mask.tolist())
+    [f"n{i} ({positions[i]})", *("✗" if b else "✓" for b in row)]
+    for i, row in enumerate(mask[:, prefix:].tolist())
 ]
 glue.table("tree-mask", header, rows)
 
