@@ -7,8 +7,10 @@ different lengths into one batch (``varlen_attention``, flash-attn's
 ``cu_seqlens``), splits one query's keys and merges the partial
 results by their log-sum-exp (``merge_partials``, ``split_kv_decode``)
 and checks a draft model's tokens in one pass (``tree_mask``,
-``verify_greedy``). Each equals torch_ref.attention run on the logical
-sequence; masks are boolean, True = blocked.
+``verify_greedy``). The attention functions (``paged_attention``,
+``varlen_attention``, ``split_kv_decode``) each equal
+torch_ref.attention run on the logical sequence; masks are boolean,
+True = blocked.
 """
 
 import itertools

@@ -13,7 +13,7 @@ import math
 import numpy as np
 import torch
 from matplotlib.colors import to_rgba
-from matplotlib.patches import FancyArrowPatch, Rectangle
+from matplotlib.patches import Circle, FancyArrowPatch, Rectangle
 
 import glue
 from mha_ref import serving, torch_ref
@@ -59,6 +59,10 @@ glue.value("gather_exact", exact)
 print(tables, "every read equals what was appended:", exact)
 
 
+copied_to = glue.value("copied_block", tables["B"][1])
+copied_from = glue.value("copied_from", tables["A"][1])
+
+
 def draw_tables(fig, theme):
     ax = fig.subplots()
     users = {}  # physical block -> the sequences reading it
@@ -83,50 +87,63 @@ def draw_tables(fig, theme):
         )  # fmt: skip
         on = theme.text if face == "none" else theme.text_on(to_rgba(face))
         ax.text(x + w / 2, y + 0.35, text, ha="center", va="center",
-                fontsize=8, color=on, zorder=3)  # fmt: skip
+                fontsize=7, color=on, zorder=3)  # fmt: skip
 
     pool_y = 4.6
     for j in range(cache.num_blocks):  # the pool: each block drawn once
         readers = "+".join(users.get(j, [])) or "free"
         box(j * 1.1, pool_y, 1.0, readers, fill(j))
-        ax.text(j * 1.1 + 0.5, pool_y + 0.85, str(j), ha="center",
-                fontsize=8)  # fmt: skip
-    ax.text(-0.2, pool_y + 0.35, "pool", ha="right", va="center")
+        ax.text(j * 1.1 + 0.5, pool_y + 0.8, str(j), ha="center",
+                fontsize=7)  # fmt: skip
+    # the copy made on B's first write into the shared, half-full block
+    ax.add_patch(
+        FancyArrowPatch(
+            (copied_from * 1.1 + 0.5, pool_y + 1.15),
+            (copied_to * 1.1 + 0.5, pool_y + 1.15),
+            connectionstyle="arc3,rad=-0.35", arrowstyle="-|>",
+            mutation_scale=7, linestyle="--", color=theme.text,
+        )
+    )  # fmt: skip
+    ax.text((copied_from + copied_to) / 2 * 1.1 + 0.5, pool_y + 1.75,
+            "copy", ha="center", fontsize=7)  # fmt: skip
+    ax.text(-0.2, pool_y + 0.35, "pool", ha="right", va="center",
+            fontsize=7)  # fmt: skip
     for row, (s, table) in enumerate(tables.items()):
         y = 3.0 - 1.2 * row
         ax.text(-0.2, y + 0.35, f"{s}: {cache.length(s)} pos.",
-                ha="right", va="center")  # fmt: skip
+                ha="right", va="center", fontsize=7)  # fmt: skip
         for i, b in enumerate(table):
-            x = 1.0 + i * 2.6
-            box(x, y, 1.4, f"{i} → {b}", fill(b))
+            x = 0.6 + i * 3.4
+            box(x, y, 1.8, f"{i} → {b}", fill(b))
             ax.add_patch(
                 FancyArrowPatch(
-                    (x + 0.7, y + 0.7), (b * 1.1 + 0.5, pool_y),
-                    arrowstyle="-|>", mutation_scale=8, zorder=1,
+                    (x + 0.9, y + 0.7), (b * 1.1 + 0.5, pool_y),
+                    arrowstyle="-|>", mutation_scale=7, zorder=1,
                     color=fill(b) if len(users[b]) > 1 else theme.muted,
-                    linewidth=1.6 if len(users[b]) > 1 else 0.8,
+                    linewidth=1.4 if len(users[b]) > 1 else 0.7,
                 )
             )  # fmt: skip
-    ax.set_xlim(-2.4, cache.num_blocks * 1.1)
-    ax.set_ylim(0.5, 5.9)
+    ax.set_xlim(-2.6, cache.num_blocks * 1.1)
+    ax.set_ylim(0.5, 6.6)
     ax.axis("off")
     ax.set_title(
-        "table entries: logical block → physical block",
-        fontsize=9,
-        loc="left",
+        "table entry: logical → physical block", fontsize=8, loc="left"
     )
 
 
 glue.figure(
     "block-tables",
     draw_tables,
-    figsize=(7.0, 3.4),
+    figsize=(3.6, 3.0),
     alt=(
         f"A pool of {cache.num_blocks} physical blocks in a row, and the "
         f"block tables of requests A, B and C below it, each logical block "
         f"an arrow to its physical block: A {tables['A']}, B "
-        f"{tables['B']}, C {tables['C']}. Block {tables['A'][0]}, A's "
-        f"system prompt, is read by A and B and drawn once."
+        f"{tables['B']}, C {tables['C']}. Block {tables['A'][0]} holds "
+        f"the first {BLOCK} positions of the system prompt; A and B both "
+        f"read it, and it is drawn once. Block {copied_to} is B's copy of "
+        f"block {copied_from}, the half-full block that ends the prompt, "
+        f"made when B first wrote into it; A kept the original."
     ),
 )
 
@@ -135,13 +152,16 @@ glue.figure(
 #
 # A server that reserves each request's maximum length up front wastes
 # every slot the request never fills; a paged cache wastes at most the
-# end of each request's last block. A fixed mix of request lengths:
+# end of each request's last block. Request lengths from a geometric
+# distribution of mean 300 (seed 0), capped at the maximum length:
 
 # %%
-rng = np.random.default_rng(0)
 max_len = glue.value("max_len", 2048)
 block = glue.value("block", 16)
-lengths = np.minimum(rng.geometric(1 / 300, size=64), max_len)
+# geometric lengths (many short requests, a few long), seed 0, capped
+mean_length = glue.value("length_mean", 300)
+rng = np.random.default_rng(glue.value("length_seed", 0))
+lengths = np.minimum(rng.geometric(1 / mean_length, size=64), max_len)
 glue.value("n_requests", len(lengths))
 glue.value("median_length", int(np.median(lengths)))
 held = int(lengths.sum())
@@ -240,7 +260,7 @@ def draw_packed(fig, theme):
                     else theme.series[seq_q[i]],
                     hatch="///" if blocked else None,
                     edgecolor=theme.text,
-                    linewidth=0.6,
+                    linewidth=0.5,
                 )
             )
     ax.set_xlim(0, len(seq_k))
@@ -248,15 +268,16 @@ def draw_packed(fig, theme):
     ax.set_xticks(
         [j + 0.5 for j in range(len(seq_k))],
         [f"{'abc'[s]}{p}" for s, p in zip(seq_k, pos_k, strict=True)],
-        fontsize=8,
+        fontsize=6,
+        rotation=90,
     )
     ax.set_yticks(
         [i + 0.5 for i in range(len(seq_q))],
         [f"{'abc'[s]}{p}" for s, p in zip(seq_q, pos_q, strict=True)],
-        fontsize=8,
+        fontsize=6,
     )
-    ax.set_xlabel("packed keys (sequence, position)")
-    ax.set_ylabel("packed queries")
+    ax.set_xlabel("packed keys (sequence, position)", fontsize=7)
+    ax.set_ylabel("queries", fontsize=7)
     ax.tick_params(length=0)
     ax.set_aspect("equal")
 
@@ -264,13 +285,15 @@ def draw_packed(fig, theme):
 glue.figure(
     "packed-mask",
     draw_packed,
-    figsize=(7.0, 2.6),
+    figsize=(3.6, 1.9),
     alt=(
         f"The mask of a packed batch: {sum(lq)} query rows by {sum(lk)} "
-        f"key columns. Each sequence's queries see only its own keys; "
-        f"the two decode rows see all {lk[0]} and {lk[1]} of theirs, and "
-        f"the prefill chunk's three rows, positions 4 to 6, see keys up "
-        f"to their own position."
+        f"key columns, coloured where a query sees a key (one colour per "
+        f"sequence), hatched where it is blocked. Each sequence's queries "
+        f"see only its own keys; the two decode rows see all {lk[0]} and "
+        f"{lk[1]} of theirs, and the prefill chunk's three rows, positions "
+        f"{lk[2] - lq[2]} to {lk[2] - 1}, see keys up to their own "
+        f"position."
     ),
 )
 
@@ -338,21 +361,69 @@ glue.value("split_max_diff", max(split_diffs))
 parents = glue.value("parents", [-1, 0, 0, 1])
 prefix = glue.value("prefix", 3)
 mask = serving.tree_mask(parents, prefix)
-header = [
-    "node",
-    *[f"p{j}" for j in range(prefix)],
-    *[f"n{j}" for j in range(len(parents))],
-]
+# a node's position: the prefix length plus its depth, i.e. the number
+# of nodes it sees (its ancestors and itself) minus one
+positions = glue.value(
+    "tree_positions", (prefix - 1 + (~mask[:, prefix:]).sum(1)).tolist()
+)
+# every node sees the whole prefix: the table shows the node columns
+glue.value("tree_sees_prefix", not mask[:, :prefix].any())
+header = ["node (pos.)", *[f"n{j}" for j in range(len(parents))]]
 rows = [
-    [f"n{i}", *("·" if b else "✓" for b in row.tolist())]
-    for i, row in enumerate(mask)
+    [f"n{i} ({positions[i]})", *("✗" if b else "✓" for b in row)]
+    for i, row in enumerate(mask[:, prefix:].tolist())
 ]
 glue.table("tree-mask", header, rows)
+
+
+def draw_tree(fig, theme):
+    ax = fig.subplots()
+    depth = [p - prefix for p in positions]
+    spots = {}  # node -> (x, y); siblings side by side
+    for i, d in enumerate(depth):
+        spots[i] = (1.0 + d, sum(depth[j] == d for j in range(i)))
+    ax.add_patch(
+        Rectangle((-0.35, -0.3), 0.7, 0.6, facecolor=theme.masked,
+                  edgecolor=theme.text, linewidth=0.6)
+    )  # fmt: skip
+    ax.text(0, 0, "prefix", ha="center", va="center", fontsize=7)
+    for i, parent in enumerate(parents):
+        x, y = spots[i]
+        px, py = spots[parent] if parent >= 0 else (0.0, 0.0)
+        start = px + (0.35 if parent < 0 else 0.22)
+        ax.plot([start, x - 0.22], [py, y], color=theme.muted, lw=0.8)
+        ax.add_patch(
+            Circle((x, y), 0.22, facecolor=theme.series[0],
+                   edgecolor=theme.text, linewidth=0.6)
+        )  # fmt: skip
+        ax.text(x, y, f"n{i}", ha="center", va="center", fontsize=7,
+                color=theme.text_on(to_rgba(theme.series[0])))  # fmt: skip
+        ax.text(x, y + 0.32, f"pos {positions[i]}", ha="center",
+                va="top", fontsize=6)  # fmt: skip
+    ax.set_xlim(-0.5, 1.5 + max(depth))
+    ax.set_ylim(max(y for _, y in spots.values()) + 0.6, -0.5)
+    ax.set_aspect("equal")
+    ax.axis("off")
+
+
+glue.figure(
+    "draft-tree",
+    draw_tree,
+    figsize=(2.6, 1.5),
+    alt=(
+        f"The draft tree: the prefix of {prefix} tokens, then node n0 "
+        f"after it; nodes n1 and n2 are two guesses after n0, and n3 "
+        f"follows n1. Positions: "
+        + ", ".join(f"n{i} {p}" for i, p in enumerate(positions))
+        + "."
+    ),
+)
 
 draft = glue.value("draft", [5, 7, 2])
 target = glue.value("target_argmax", [5, 7, 9, 4])
 logits = torch.full((4, 10), -1.0)
 logits[torch.arange(4), torch.tensor(target)] = 1.0  # the argmax
+glue.value("verify_queries", logits.shape[0])  # one per draft, plus one
 accepted, next_token = serving.verify_greedy(draft, logits)
 glue.value("accepted", accepted)
 glue.value("next_token", next_token)

@@ -825,7 +825,9 @@ def test_hugging_face_continuous_batching_gives_generate_tokens(attn):
     # what a scheduler must preserve: a paged cache of 4-token pages and
     # batches of 8 tokens (the 11-token prompt is prefilled in chunks,
     # beside the other requests' decode steps) give greedy generate's
-    # tokens; "eager" runs as "paged|eager" (continuous_api.py)
+    # tokens. With no flash-attn installed (as here), continuous_api.py's
+    # switch_to_cb_friendly_attn keeps "sdpa" and runs "eager" as
+    # "paged|eager"; with it, both would switch to flash_attention_3/2
     from transformers.generation.configuration_utils import (
         ContinuousBatchingConfig,
     )
