@@ -92,7 +92,7 @@ glue.figure(
         "stripes, then two tables with sines on the left half and cosines "
         "on the right"
     ),
-    figsize=(5.0, 7.0),  # stacked: each panel readable on a phone
+    figsize=(3.6, 6.6),  # stacked, narrow: whole on a phone
 )
 
 # %% [markdown]
@@ -236,11 +236,11 @@ def draw_rules(fig, theme):
     ax.axvline(L, color=theme.muted, linestyle="--", lw=0.8)
     ax.annotate(
         f"L = {L}",
-        (L, 1.0),
-        xytext=(-4, -4),
+        (L, 1 / 30),
+        xytext=(-3, 0),
         textcoords="offset points",
         ha="right",
-        va="top",
+        va="bottom",
         fontsize=8,
         color=theme.muted,
     )
@@ -249,13 +249,13 @@ def draw_rules(fig, theme):
     ticks = [1 / 32, 1 / 8, 1 / 2, 1]
     ax.set_yticks(ticks, ["1/32", "1/8", "1/2", "1"])
     ax.minorticks_off()
-    ax.set_xlabel("wavelength 2π / θ_i of the unscaled pair (positions)")
+    ax.set_xlabel("unscaled wavelength 2π / θ_i (positions)")
     ax.set_ylabel("scaled / unscaled frequency")
-    ax.legend(
+    ax.legend(  # below the axes, at the left: in sight on a phone
         fontsize=8,
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.28),
-        ncol=4,
+        loc="upper left",
+        bbox_to_anchor=(-0.2, -0.2),
+        ncol=2,
         frameon=False,
     )
     ax.grid(alpha=0.3)
@@ -272,7 +272,7 @@ glue.figure(
         "Llama 3 stay at 1 for short "
         "wavelengths, fall to 1/8 for long ones, with a ramp between"
     ),
-    figsize=(7.0, 3.8),
+    figsize=(3.6, 4.2),  # narrow: whole on a phone
 )
 
 # %% [markdown]
