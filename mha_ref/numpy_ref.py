@@ -479,6 +479,7 @@ def apply_rope(x, positions, base=10000.0, inv_freq=None, rotary_dim=None):
     dtype = np.result_type(x.dtype, np.float32)
     x = x.astype(dtype, copy=False)  # int or bool x: rotate in float
     half = r // 2
+    # --8<-- [start:apply-rope-rotary-dim]
     if freq is None:  # theta_i = base^(-2i / r): one per pair of features
         freq = float(base) ** (-2.0 * np.arange(half) / r)  # float64
     angle = positions.astype(np.float64)[:, None] * freq  # (T, r / 2)
@@ -489,6 +490,7 @@ def apply_rope(x, positions, base=10000.0, inv_freq=None, rotary_dim=None):
     x1, x2 = x[..., :half], x[..., half:]  # (..., T, r / 2) each
     rotated = np.concatenate([-x2, x1], axis=-1)  # (..., T, r)
     return np.concatenate([x * cos + rotated * sin, passed], -1)  # (.., d)
+    # --8<-- [end:apply-rope-rotary-dim]
     # --8<-- [end:apply-rope]
 
 

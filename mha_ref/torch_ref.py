@@ -396,6 +396,7 @@ def apply_rope(x, positions, base=10000.0, inv_freq=None, rotary_dim=None):
     if not x.is_floating_point():  # int or bool x: rotate in float32
         x = x.to(torch.promote_types(x.dtype, torch.float32))
     dtype, half = x.dtype, r // 2
+    # --8<-- [start:apply-rope-rotary-dim]
     if freq is None:  # theta_i = base^(-2i / r): one per pair of features
         i = torch.arange(half, device=x.device, dtype=torch.float64)
         freq = float(base) ** (-2.0 * i / r)  # (r / 2,), float64
@@ -407,6 +408,7 @@ def apply_rope(x, positions, base=10000.0, inv_freq=None, rotary_dim=None):
     x1, x2 = x[..., :half], x[..., half:]  # (..., T, r / 2) each
     rotated = torch.cat([-x2, x1], dim=-1)  # (..., T, r)
     return torch.cat([x * cos + rotated * sin, passed], -1)  # (..., d)
+    # --8<-- [end:apply-rope-rotary-dim]
     # --8<-- [end:apply-rope]
 
 

@@ -26,6 +26,7 @@ from torch.nn.attention.bias import causal_lower_right
 
 import glue
 from mha_ref import conventions, numpy_ref, torch_ref
+from mha_ref.positions import rope_frequencies
 
 fmt, fmt_list = glue.fmt, glue.fmt_list
 glue.value("torch", torch.__version__)
@@ -160,10 +161,22 @@ glue.table(
 # A layer that turns adjacent pairs in the first half of each head only,
 # as GLM does (`apply_rope_interleaved` with `rotary_dim`), loaded into
 # rotate-half RoPE on the same slice (`apply_rope` with `rotary_dim`):
-# its scores with the rows of $W_Q$ and $W_K$ reordered in the rotated
-# slice only, and with the whole head reordered (the full-rotary bridge).
+# its attention weights (scale 1/sqrt(d), causal mask) with the rows of
+# $W_Q$ and $W_K$ reordered in the rotated slice only, and with the
+# whole head reordered (the full-rotary bridge). First, the two
+# reorders of one head of 8 features with a rotated slice of 4.
 
 # %%
+rows8 = torch.arange(8)  # (d_head,): each feature's index, one head
+glue.value(
+    "rope_partial_order",
+    {
+        "d_head": 8,
+        "rotary_dim": 4,
+        "slice": conventions.interleaved_to_rotate_half(rows8, 1, 4),
+        "whole": conventions.interleaved_to_rotate_half(rows8, 1),
+    },
+)
 p_head, p_dh, p_model, p_t = 2, 16, 12, 7
 p_r = p_dh // 2  # partial_rotary_factor 0.5
 p_gen = torch.Generator().manual_seed(48)  # its own: later cells keep gen
@@ -177,10 +190,15 @@ p_w = {
 p_pos = torch.arange(p_t)
 
 
+p_mask = torch_ref.causal_mask(p_t)  # (T, T), True = blocked
+
+
 def partial_scores(wq, wk, rope):
+    """The attention weights, scale 1 / sqrt(d_head), causal."""
     q = (p_x @ wq.T).view(1, p_t, p_head, p_dh).transpose(1, 2)
     k = (p_x @ wk.T).view(1, p_t, p_head, p_dh).transpose(1, 2)
-    return rope(q) @ rope(k).transpose(-2, -1)  # (1, H, T, T)
+    s = rope(q) @ rope(k).transpose(-2, -1) / math.sqrt(p_dh)  # (1,H,T,T)
+    return torch.softmax(s.masked_fill(p_mask, -math.inf), dim=-1)
 
 
 glm_like = partial_scores(
@@ -213,7 +231,57 @@ rope_partial = glue.value(
             name: float((partial_scores(*w, half_rope) - glm_like).abs().max())
             for name, w in bridged.items()
         },
-        "score_scale": float(glm_like.abs().max()),
+    },
+)
+
+
+# %% [markdown]
+# ## Dynamic NTK: vLLM's one length against transformers' growing one
+#
+# vLLM's `DynamicNTKScalingRotaryEmbedding._compute_cos_sin_cache`
+# (vllm/model_executor/layers/rotary_embedding.py, vllm-project/vllm at
+# commit 0042be2, not installed here) builds one table for length
+# factor * L, with the base transformers' rule would give at that
+# length; transformers recomputes as the sequence grows and keeps the
+# unscaled frequencies up to L. Head 128, factor 2, L 4096, at 1000
+# tokens.
+
+
+# %%
+def vllm_dynamic_inv_freq(rotary_dim, base, factor, max_position):
+    """vLLM's dynamic NTK frequencies, restated from its source."""
+    max_len = max_position * factor  # the one length vLLM builds for
+    bracket = factor * max_len / max_position - (factor - 1)
+    new_base = base * bracket ** (rotary_dim / (rotary_dim - 2))
+    return new_base ** (-np.arange(0, rotary_dim, 2) / rotary_dim)
+
+
+DYN_HEAD, DYN_FACTOR, DYN_L, DYN_T = 128, 2.0, 4096, 1000
+hf_dynamic, _ = rope_frequencies(
+    DYN_HEAD,
+    1e4,
+    {
+        "rope_type": "dynamic",
+        "factor": DYN_FACTOR,
+        "original_max_position_embeddings": DYN_L,
+    },
+    seq_len=DYN_T,
+)
+vllm_dynamic = vllm_dynamic_inv_freq(DYN_HEAD, 1e4, DYN_FACTOR, DYN_L)
+glue.value(
+    "dynamic_libraries",
+    {
+        "d_head": DYN_HEAD,
+        "factor": DYN_FACTOR,
+        "L": DYN_L,
+        "t": DYN_T,
+        "vllm_length": DYN_FACTOR * DYN_L,
+        # transformers at 1000 tokens: the unscaled frequencies
+        "hf_unscaled": bool(
+            np.allclose(hf_dynamic, 1e4 ** (-np.arange(0, 128, 2) / 128))
+        ),
+        # how many times slower vLLM's slowest pair turns
+        "slowest_slower": hf_dynamic[-1] / vllm_dynamic[-1],
     },
 )
 

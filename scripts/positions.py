@@ -3,7 +3,8 @@
 #
 # Without positions, attention is permutation-equivariant: shuffle the
 # rows of x and its outputs come out shuffled the same way. The cell
-# measures it on one random float64 sequence, with no mask.
+# measures it on one random float64 sequence, with no mask, then with a
+# causal mask, which already breaks the symmetry: row i reads rows 0..i.
 
 # %%
 import math
@@ -20,11 +21,17 @@ out, _ = numpy_ref.attention(x, x, x)
 shuffled, _ = numpy_ref.attention(
     x[..., order, :], x[..., order, :], x[..., order, :]
 )
+causal = numpy_ref.causal_mask(6)  # (T, T), True = blocked
+out_c, _ = numpy_ref.attention(x, x, x, causal)
+shuffled_c, _ = numpy_ref.attention(
+    x[..., order, :], x[..., order, :], x[..., order, :], causal
+)
 glue.value(
     "order",
     {
         "permutation": order,
         "difference": np.abs(shuffled - out[..., order, :]).max(),
+        "causal_difference": np.abs(shuffled_c - out_c[..., order, :]).max(),
     },
 )
 
@@ -54,36 +61,38 @@ glue.table(
     [
         [
             name,
-            glue.fmt_list(table[1, :4], 3),
-            glue.fmt(
-                10000.0 ** (-2 * (D_SIN // 2 - 1) / D_SIN)
-                if "paper" in name
-                else 10000.0**-1,
-                3,
-            ),
+            "[" + ", ".join(f"{v:.3f}" for v in table[1, :4]) + "]",
+            f"{lowest:.6f}",
         ]
         for name, table in tables.items()
+        for lowest in [
+            10000.0 ** (-2 * (D_SIN // 2 - 1) / D_SIN)
+            if "paper" in name
+            else 10000.0**-1
+        ]
     ],
 )
 
 
 def draw_sinusoids(fig, theme):
-    axes = fig.subplots(1, 3, sharey=True)
+    axes = fig.subplots(3, 1, sharex=True)
     for ax, (name, table) in zip(axes, tables.items(), strict=True):
         ax.imshow(table, aspect="auto", cmap=theme.cmap, vmin=-1, vmax=1)
-        ax.set_title(name, fontsize=8)
-        ax.set_xlabel("feature")
-    axes[0].set_ylabel("position p")
+        ax.set_title(name, fontsize=9)
+        ax.set_ylabel("position p")
+    axes[-1].set_xlabel("feature")
 
 
 glue.figure(
     "positions-sinusoids",
     draw_sinusoids,
     alt=(
-        "Three heat maps of sinusoidal position tables, 64 positions by "
-        "32 features: interleaved sin and cos stripes, then two tables "
-        "with sines on the left half and cosines on the right"
+        "Three heat maps of sinusoidal position tables, one above the "
+        "other, 64 positions by 32 features: interleaved sin and cos "
+        "stripes, then two tables with sines on the left half and cosines "
+        "on the right"
     ),
+    figsize=(3.6, 6.6),  # stacked, narrow: whole on a phone
 )
 
 # %% [markdown]
@@ -197,7 +206,25 @@ glue.value(
 )
 # the dynamic rule's new base, read back from its frequency of pair 1
 dynamic_base = scaled["dynamic at 4 L"][0][1] ** (-D / 2)
-glue.value("dynamic", {"seq_len": 4 * L, "base": dynamic_base})
+dyn_ratio = ratio["dynamic at 4 L"]
+glue.value(
+    "dynamic",
+    {
+        "seq_len": 4 * L,
+        "length_ratio": 4,
+        "base": dynamic_base,
+        # s l / L - (s - 1): the bracket raised to r / (r - 2)
+        "bracket": FACTOR * 4 - (FACTOR - 1),
+        "first_pair": dyn_ratio[0],  # pair 0 keeps its frequency, 1
+        "slowest_slower": 1 / dyn_ratio[-1],  # the last pair: the bracket
+        # the YaRN paper's b (l / L)^(r / (r - 2)): its last pair turns
+        # (b' / b)^((r - 2) / r) = l / L times slower
+        "paper_slowest_slower": (4 ** (D / (D - 2))) ** ((D - 2) / D),
+        # Llama 3.1's own config.max_position_embeddings, which
+        # transformers reads as L
+        "llama31_max_positions": 131072,
+    },
+)
 
 
 def draw_rules(fig, theme):
@@ -207,11 +234,30 @@ def draw_rules(fig, theme):
     ):
         ax.plot(wavelength, values, color=color, label=name, marker=".", ms=3)
     ax.axvline(L, color=theme.muted, linestyle="--", lw=0.8)
+    ax.annotate(
+        f"L = {L}",
+        (L, 1 / 30),
+        xytext=(-3, 0),
+        textcoords="offset points",
+        ha="right",
+        va="bottom",
+        fontsize=8,
+        color=theme.muted,
+    )
     ax.set_xscale("log")
     ax.set_yscale("log")
-    ax.set_xlabel("wavelength 2π / θ_i of the unscaled pair (positions)")
+    ticks = [1 / 32, 1 / 8, 1 / 2, 1]
+    ax.set_yticks(ticks, ["1/32", "1/8", "1/2", "1"])
+    ax.minorticks_off()
+    ax.set_xlabel("unscaled wavelength 2π / θ_i (positions)")
     ax.set_ylabel("scaled / unscaled frequency")
-    ax.legend(fontsize=8, loc="upper right")
+    ax.legend(  # below the axes, at the left: in sight on a phone
+        fontsize=8,
+        loc="upper left",
+        bbox_to_anchor=(-0.2, -0.2),
+        ncol=2,
+        frameon=False,
+    )
     ax.grid(alpha=0.3)
 
 
@@ -220,10 +266,13 @@ glue.figure(
     draw_rules,
     alt=(
         "Scaled over unscaled RoPE frequency against wavelength, log-log, "
-        "for 64 pairs: linear is 1/8 everywhere; dynamic falls smoothly "
-        "with wavelength; YaRN and Llama 3 stay at 1 for short "
+        "for 64 pairs, a dashed line at L = 8192: linear is 1/8 "
+        "everywhere; dynamic is 1 for the first pair and falls smoothly "
+        f"with wavelength to 1/{glue.fmt(1 / dyn_ratio[-1], 3)}; YaRN and "
+        "Llama 3 stay at 1 for short "
         "wavelengths, fall to 1/8 for long ones, with a ramp between"
     ),
+    figsize=(3.6, 4.2),  # narrow: whole on a phone
 )
 
 # %% [markdown]
@@ -271,6 +320,24 @@ glue.value(
         "deepseek": positions.rope_frequencies(64, 1e4, DEEPSEEK)[1],
         "mscale_only": positions.rope_frequencies(64, 1e4, mscale_only)[1],
         "plain40": 0.1 * math.log(40) + 1,
+        # DeepSeek's softmax scale times mscale(s, mscale_all_dim)^2
+        "deepseek_softmax": (0.1 * 1.0 * math.log(40) + 1) ** 2,
+    },
+)
+# Phi-3's LongRoPE: factor = max_position_embeddings / original = 32
+PHI3 = {
+    "rope_type": "longrope",
+    "factor": 131072 / 4096,
+    "original_max_position_embeddings": 4096,
+    "short_factor": [1.0] * 48,
+    "long_factor": [1.0] * 48,
+}
+glue.value(
+    "longrope",
+    {
+        "factor": PHI3["factor"],
+        "L": 4096,
+        "attention": positions.rope_frequencies(96, 1e4, PHI3)[1],
     },
 )
 # transformers computes inv_freq in float32: how far that rounds it
@@ -360,6 +427,15 @@ def draw_temperature(fig, theme):
     ax = fig.subplots()
     ax.plot(curve_p, curve, color=theme.series[0])
     ax.axvline(8192, color=theme.muted, linestyle="--", lw=0.8)
+    ax.annotate(
+        "floor_scale = 8192",
+        (8192, 1.0),
+        xytext=(-4, 4),
+        textcoords="offset points",
+        ha="right",
+        fontsize=8,
+        color=theme.muted,
+    )
     ax.set_xscale("log")
     ax.set_xlabel("position p")
     ax.set_ylabel("factor on the query")
@@ -370,7 +446,8 @@ glue.figure(
     "positions-temperature",
     draw_temperature,
     alt=(
-        "Llama 4's query temperature against position on a log axis: 1 "
+        "Llama 4's query temperature against position on a log axis, a "
+        "dashed line at floor_scale 8192: 1 "
         "up to position 8190, then a staircase rising slowly, "
         f"{glue.fmt(curve[-1], 2)} at ten million"
     ),

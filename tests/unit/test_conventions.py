@@ -744,3 +744,45 @@ def test_interleaved_to_rotate_half_rotary_dim_keeps_the_rest():
     assert got[:, 0].tolist() == expected
     with pytest.raises(ValueError, match="rotary_dim"):
         conventions.interleaved_to_rotate_half(rows, 2, rotary_dim=3)
+
+
+def gptj_rotary(x, positions, rotary_dim):
+    """GPT-J's partial rotary (transformers 5.24.0, modeling_gptj.py):
+    adjacent pairs on the first rotary_dim features, x (B, T, H, d)."""
+    from transformers.models.gptj import modeling_gptj
+
+    table = modeling_gptj.create_sinusoidal_positions(64, rotary_dim)
+    sincos = table[positions][None].to(x.dtype)  # (1, T, rotary_dim)
+    sin, cos = torch.split(sincos, rotary_dim // 2, dim=-1)
+    turned = modeling_gptj.apply_rotary_pos_emb(x[..., :rotary_dim], sin, cos)
+    return torch.cat([turned, x[..., rotary_dim:]], dim=-1)
+
+
+def test_partial_rotary_bridge_gives_gptjs_scores(gen):
+    # GPT-J: rotary_dim 64 of a head of 256 by default; here 8 of 32.
+    # The slice reorder gives rotate-half on the slice GPT-J's scores
+    n_head, d_head, d_model, t, r = 2, 32, 16, 6, 8
+    x = randn(gen, 1, t, d_model)
+    wq = randn(gen, n_head * d_head, d_model)
+    wk = randn(gen, n_head * d_head, d_model)
+    positions = torch.arange(t) * 9
+
+    def bthd(w):  # (B, T, H, d_head), GPT-J's layout when it rotates
+        return (x @ w.T).view(1, t, n_head, d_head)
+
+    q, k = (
+        gptj_rotary(bthd(wq), positions, r),
+        gptj_rotary(bthd(wk), positions, r),
+    )
+    want = q.transpose(1, 2) @ k.transpose(1, 2).transpose(-2, -1)
+    q, k = heads(
+        x,
+        conventions.interleaved_to_rotate_half(wq, n_head, r),
+        conventions.interleaved_to_rotate_half(wk, n_head, r),
+        n_head,
+        n_head,
+    )
+    q = torch_ref.apply_rope(q, positions, rotary_dim=r)
+    k = torch_ref.apply_rope(k, positions, rotary_dim=r)
+    got = q @ k.transpose(-2, -1)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-4)
