@@ -60,8 +60,8 @@ check("softmax", diagnose.attention(attention_with_your_softmax))
 # or boolean, broadcastable to (B, H, Tq, Tk). Return the output
 # (B, H, Tq, d): the five steps, with your `softmax`.
 #
-# Hint: `np.where(mask, -np.inf, scores)` blocks the keys where the mask
-# is True; `k.swapaxes(-2, -1)` is $K^\top$ for every head at once.
+# Hint: `np.where(mask, -np.inf, scores)` puts $-\infty$ on every
+# blocked key; `k.swapaxes(-2, -1)` is $K^\top$ for every head at once.
 
 
 # %%
