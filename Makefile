@@ -62,7 +62,8 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 	  site site-zensical; built=$$?; \
 	wait $$units; units_rc=$$?; $(UNITS_REPORT); \
 	[ $$built -eq 0 ] || exit $$built; \
-	$(ONE_THREAD) $(PY) -m pytest $(XDIST) $(NO_BUILD:%=--ignore=%); rest=$$?; \
+	$(ONE_THREAD) $(PY) -m pytest $(XDIST) --durations=12 \
+	  $(NO_BUILD:%=--ignore=%); rest=$$?; \
 	[ $$units_rc -eq 0 ] || exit $$units_rc; exit $$rest
 
 # Parallelism, in this one place. The tests that read no build (mha_ref
@@ -91,7 +92,7 @@ NO_BUILD := tests/unit mha_ref tests/pipeline/test_pipeline.py \
 SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
 BESIDE_THE_BUILD := mkdir -p build; \
-	$(ONE_THREAD) nice -n 10 $(PY) -m pytest -q -p no:cacheprovider \
+	$(ONE_THREAD) nice -n 10 $(PY) -m pytest -q -p no:cacheprovider --durations=8 \
 	  $(NO_BUILD) >$(UNIT_LOG) 2>&1
 UNITS_REPORT := echo "--- unit tests, run beside the build ($(UNIT_LOG)):"; \
 	cat $(UNIT_LOG)
