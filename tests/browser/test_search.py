@@ -29,6 +29,7 @@ pytestmark = pytest.mark.browser
 # search box, as pasted, then its last key is lifted (Material searches
 # on keyup); the first result must be on that page.
 QUERIES = {
+    "embedding": "input/",
     "causal mask": "attention-matrix/",
     "attention matrix": "attention-matrix/",
     "scaling": "scaling/",

@@ -2904,6 +2904,32 @@ def public(name):
     return getattr(importlib.import_module(f"mha_ref.{module}"), function)
 
 
+def embed_case():
+    """embedding.embed: torch's embedding lookup, in float64."""
+
+    def make(data):
+        vocab, d = data.draw(st.integers(1, 5)), data.draw(st.integers(1, 3))
+        table = normal(data, pick(data, (vocab, d), (vocab,), (1, vocab, d)))
+        shape = data.draw(st.sampled_from([(3,), (2, 3), (0,)]))
+        seed = data.draw(st.integers(0, 2**16), label="ids")
+        ids = np.random.default_rng(seed).integers(0, vocab, shape)
+        ids = pick(data, ids, ids + vocab, ids - vocab, ids + 0.5, ids > 0)
+        return lambda: ((ids, table), {})
+
+    def oracle(ids, table):
+        ids = np.asarray(ids)
+        if ids.size == 0 and ids.dtype.kind == "f":  # [] reads as float
+            ids = ids.astype(np.int64)
+        if ids.dtype.kind not in "iu" or table.ndim != 2:
+            return REFUSE
+        if np.isnan(table).any():
+            return REFUSE
+        lookup = nn.functional.embedding  # IndexError out of range
+        return lookup(torch.from_numpy(ids), torch.tensor(table)).numpy()
+
+    return Case(make, oracle)
+
+
 CASES = {
     "numpy_ref.softmax": softmax_case(),
     "numpy_ref.linear_backward": linear_backward_case(),
@@ -3021,6 +3047,7 @@ CASES |= {
     "serving.varlen_attention": varlen_attention_case(),
     "serving.tree_mask": tree_mask_case(),
     "serving.verify_greedy": verify_greedy_case(),
+    "embedding.embed": embed_case(),
 }
 MODULE_PATHS = {
     "torch_ref.sdpa_forward": "sdpa",

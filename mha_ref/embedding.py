@@ -1,0 +1,16 @@
+"""Where X comes from (NumPy): token ids looked up in an embedding
+table, one row per token.
+
+The position table added to the result is sinusoidal_encoding of
+positions.py.
+"""
+
+from mha_ref import checks_embedding
+
+
+# --8<-- [start:embed]
+def embed(token_ids, table):
+    """table[token_ids]: row i of table (vocab, d_model) for id i."""
+    token_ids, table = checks_embedding.embed(token_ids, table)
+    return table[token_ids]  # (..., d_model): one row per id
+    # --8<-- [end:embed]
