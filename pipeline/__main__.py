@@ -35,6 +35,13 @@ def main(argv=None):
         help="a failing page script's whole traceback, not its last line",
     )
     parser.add_argument(
+        "--no-trace",
+        action="store_true",
+        help="do not record the mha_ref functions each page calls (a "
+        "fifth faster; a later edit of code a page never called then "
+        "reruns it): for a generation whose cache is thrown away",
+    )
+    parser.add_argument(
         "--watch",
         action="store_true",
         help="after generating, regenerate what an edit affects, until "
@@ -58,6 +65,7 @@ def main(argv=None):
         only=args.only,
         jobs=args.jobs,
         traceback=args.traceback,
+        trace=not args.no_trace,
     )
     write_notebook_pages(project.out, project.cache.parent)
     if failed:

@@ -78,7 +78,7 @@ BOXES = {
 # True once the first result has stayed the same for STABLE_MS: the
 # results of the query are in. The query goes in whole (one input event,
 # so one search and one redraw), so a short while suffices.
-STABLE_MS = 250
+STABLE_MS = 150
 _SETTLED = """([selector, stable]) => {
   const deepFirst = root => {
     const found = root.querySelector(selector);

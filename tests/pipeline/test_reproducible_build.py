@@ -36,7 +36,9 @@ def generate_copy(tmp_path):
     pages = [t.name for t in discover(Project(root=repo))]
     only = [f"--only={p}" for p in pages if p not in LEFT_OUT]
     run = subprocess.run(
-        [sys.executable, "-m", "pipeline", "--force", *only],
+        # untraced: the trace changes no output, and this cache is
+        # thrown away with the copy
+        [sys.executable, "-m", "pipeline", "--force", "--no-trace", *only],
         cwd=repo,
         capture_output=True,
         text=True,
