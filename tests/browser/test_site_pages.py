@@ -19,7 +19,9 @@ loaded once, offline, and looked at in four states:
 - dark scheme, phone (390 px): the variants again, nothing scrolls
   sideways, a figure wider than the screen shows that it scrolls, and
   axe's scrollable-region-focusable (which boxes scroll depends on the
-  width, not on the scheme: the light scheme is not shown again here);
+  width, not on the scheme: the light scheme is not shown again here;
+  on a notebook's page, whose boxes that scroll are its code cells,
+  drawn alike on every notebook's page, once per test process);
 - throughout: no request to another host, no failed request, no
   console error.
 
@@ -54,6 +56,12 @@ STATES = [
 ]
 if SHOOT:  # the light phone too, when a person looks (make screenshots)
     STATES[1][1]["default"] = ()
+
+
+# The phone's axe rule (scrollable-region-focusable) on a notebook's page
+# reads its code cells, which every notebook's page draws alike (one
+# template): it runs on the first notebook's page of each test process.
+NOTEBOOK_PHONE_AXE_DONE = []
 
 
 def report(site_page, problems):
@@ -123,6 +131,7 @@ def test_page(site_page, site_origin, open_page):
     problems += pagecheck.math_problems(page, html)
     problems += pagecheck.raw_tex_problems(page)
     problems += pagecheck.image_problems(page)
+    notebook = page_kind(html) == "notebook"
     for viewport, schemes in STATES:
         page.set_viewport_size(viewport)
         for n, (scheme, rules) in enumerate(schemes.items()):
@@ -135,6 +144,10 @@ def test_page(site_page, site_origin, open_page):
                 found += pagecheck.scroll_cue_problems(page)
             if n == 0 and viewport is DESKTOP:
                 found += pagecheck.code_width_problems(page)
+            if notebook and viewport is not DESKTOP:
+                if NOTEBOOK_PHONE_AXE_DONE:
+                    rules = ()  # the same template: checked once a process
+                NOTEBOOK_PHONE_AXE_DONE.append(site_page.name)
             if rules != ():
                 found += pagecheck.axe_problems(page, rules)
             where = f"{viewport['width']}px {SCHEMES[scheme]}"
