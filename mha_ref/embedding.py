@@ -10,7 +10,9 @@ from mha_ref import checks_embedding
 
 # --8<-- [start:embed]
 def embed(token_ids, table):
-    """table[token_ids]: row i of table (vocab, d_model) for id i."""
-    token_ids, table = checks_embedding.embed(token_ids, table)
+    """Row i of table for each id i: table[token_ids]."""
+    token_ids, table = checks_embedding.embed(
+        token_ids, table
+    )  # ids in range, a (vocab, d_model) table
     return table[token_ids]  # (..., d_model): one row per id
     # --8<-- [end:embed]

@@ -139,6 +139,15 @@ x_pos = x + pe  # (T, d_model): X + PE
 y_p, _ = layer(x_pos[None])
 y_p_perm, _ = layer(x[perm][None] + pe)  # reorder tokens, positions stay
 glue.value("pos_diff", np.abs(y_p_perm - y_p[:, perm]).max())
+# how large the outputs are, to read the differences against
+glue.value(
+    "output_size",
+    {
+        "plain": np.abs(y).max(),
+        "causal": np.abs(y_c).max(),
+        "positions": np.abs(y_p).max(),
+    },
+)
 
 # %% [markdown]
 # ## Exercises
@@ -177,7 +186,7 @@ ex_pe = sinusoidal_encoding(ex_p + 1, d_model)[ex_p]  # (d_model,)
 omega = 10000.0 ** (-2 * np.arange(d_model // 2) / d_model)  # (2,)
 glue.value(
     "ex_pe",
-    {"p": ex_p, "angles": ex_p * omega, "row": ex_pe},
+    {"p": ex_p, "frequencies": omega, "angles": ex_p * omega, "row": ex_pe},
 )
 
 # exercise 4: the two "the" rows with X + PE
