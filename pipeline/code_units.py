@@ -6,11 +6,12 @@ called it, not every page that imports ``numpy_ref``. A file splits into
 units:
 
 - each function and method (decorators included), by its qualified
-  name (``attention``, ``MultiHeadAttention.__call__``); each class too,
-  whole, for what runs in its body;
+  name (``attention``, ``MultiHeadAttention.__call__``);
 - the skeleton: the file with every function and method left out. The
-  imports, constants and class bodies are in it, which every run of a
-  page that carries the file executes, so it is in every such key.
+  imports, constants and class bodies (what runs when a class is
+  defined) are in it, which every run of a page that carries the file
+  executes, so it is in every such key. A class is no unit of its own:
+  its body is in the skeleton, each method a unit.
 
 ``unit_of(qualname)`` maps what the profiler saw (``f.<locals>.g``, a
 comprehension's frame) to the unit that holds its source.
@@ -34,14 +35,13 @@ def units(text):
 
     def visit(body, prefix):
         for node in body:
-            if isinstance(node, (*FUNCTIONS, ast.ClassDef)):
-                name = f"{prefix}{node.name}"
+            name = f"{prefix}{getattr(node, 'name', '')}"
+            if isinstance(node, FUNCTIONS):
                 span = range(_start(node) - 1, node.end_lineno)
                 found[name] = "".join(lines[i] for i in span)
-                if isinstance(node, FUNCTIONS):
-                    skipped.update(span)
-                else:
-                    visit(node.body, f"{name}.")
+                skipped.update(span)
+            elif isinstance(node, ast.ClassDef):  # its body: the skeleton
+                visit(node.body, f"{name}.")
 
     visit(ast.parse(text).body, "")
     skeleton = "".join(s for i, s in enumerate(lines) if i not in skipped)

@@ -31,7 +31,7 @@ class Layer:
 
 def test_units_split_functions_from_the_skeleton():
     skeleton, found = code_units.units(TEXT)
-    assert sorted(found) == ["Layer", "Layer.forward", "decorated", "plain"]
+    assert sorted(found) == ["Layer.forward", "decorated", "plain"]
     assert found["decorated"].startswith("@staticmethod\n")
     assert "return x * SCALE" not in skeleton
     assert "SCALE = 2" in skeleton
@@ -60,3 +60,10 @@ def test_fingerprint_moves_only_with_what_ran():
     assert code_units.fingerprint(constant, ran) != before
     gone = TEXT.replace("def plain", "def renamed")
     assert code_units.fingerprint(gone, ran)["ran"] == {"plain": None}
+    # a class body ran (its definition): the skeleton holds it, so an
+    # edit of a method the run never called moves nothing
+    method = TEXT.replace("return y + 1", "return y + 2")
+    with_class = ["Layer", "plain"]
+    assert code_units.fingerprint(method, with_class) == (
+        code_units.fingerprint(TEXT, with_class)
+    )
