@@ -461,7 +461,14 @@ def _gradient_findings(fn, kind, cases):
             for t in inputs
             if isinstance(t, torch.Tensor) and t.requires_grad
         ]
-        out = _first(fn(*inputs))
+        try:
+            out = _first(fn(*inputs))
+        except Exception as error:  # the user's code: any error
+            message = (
+                f"with inputs that require grad, it raises "
+                f"{type(error).__name__}: {error}"
+            )
+            return [Finding("gradient", message, case)]
         if not isinstance(out, torch.Tensor) or not out.requires_grad:
             return [
                 Finding(

@@ -345,6 +345,15 @@ def test_diagnose_gradient_wrong_with_right_outputs():
     report = diagnose.attention(detached, framework="torch")
     assert [f.name for f in report.findings] == ["gradient"]
 
+    def through_numpy(q, k, v, mask):  # .numpy() refuses a grad tensor
+        mask = None if mask is None else mask.numpy()
+        out = numpy_ref.attention(q.numpy(), k.numpy(), v.numpy(), mask)
+        return torch.from_numpy(out[0])
+
+    report = diagnose.attention(through_numpy, framework="torch")
+    assert [f.name for f in report.findings] == ["gradient"]
+    assert "require grad, it raises RuntimeError" in str(report)
+
 
 def test_diagnose_refuses_bad_arguments():
     with pytest.raises(TypeError, match="fn must be callable"):
