@@ -189,8 +189,7 @@ def refresh_page(task, project):
         ran = was.cell_type == "code" and not now.source.startswith("%%")
         if ran and was.source != now.source:  # a cell of the run itself
             return None
-        was.source = now.source
-    old.cells[0].source = new.cells[0].source  # the title and links
+        was.source = now.source  # the title and links too
     return {notebook_path(task.name): nbformat.writes(old) + "\n"}
 
 
