@@ -40,7 +40,19 @@ NAV = re.compile(
     r"\*\*5\. The nav line, in `mkdocs.yml`: `(?P<line>- [^`]+)`\*\*,\s+"
     r"under the part of `nav:` it belongs to \(here `(?P<part>[^`]+):`"
 )
-COPIED = ("docs", "mha_ref", "scripts", "pipeline", "overrides")
+COPIED = ("docs", "mha_ref", "scripts", "pipeline", "overrides", "tests/unit")
+# The unit tests that read mha_ref as a whole (every module, every public
+# function), which a new module can break; every other unit test imports
+# the modules it names, so the new page's own test and these are the
+# unit suite as the new module sees it (held below).
+WHOLE_PACKAGE = (
+    "tests/unit/test_public_functions_property.py"
+    "::test_every_public_function_has_an_entry",
+)
+# what reading the package as a whole looks like in a test
+READS_PACKAGE = re.compile(
+    r"pkgutil|iter_modules|walk_packages|mha_ref\.__(?:file|path)__"
+)
 
 
 def steps(guide):
@@ -59,6 +71,19 @@ def add_nav_line(mkdocs_yml, part, line):
         at += 1
     lines.insert(at, f"      {line}")
     return "\n".join(lines)
+
+
+def test_the_walkthrough_runs_each_unit_test_that_reads_the_package():
+    readers = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests/unit").rglob("*.py")
+        if READS_PACKAGE.search(path.read_text(encoding="utf-8"))
+    )
+    run = sorted({test.split("::")[0] for test in WHOLE_PACKAGE})
+    assert readers == run, (
+        "a unit test module that reads mha_ref as a whole is not run by "
+        f"the walkthrough (WHOLE_PACKAGE): {sorted(set(readers) - set(run))}"
+    )
 
 
 def test_walkthrough_steps_are_found():
@@ -85,7 +110,13 @@ def copy(tmp_path):
             root / folder,
             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )
-    for name in ("mkdocs.yml", "macros.py", "README.md"):
+    for name in (
+        "mkdocs.yml",
+        "macros.py",
+        "README.md",
+        "conftest.py",
+        "pyproject.toml",
+    ):
         shutil.copy(ROOT / name, root / name)
     project = Project(root=root)
     here = Project()
@@ -132,6 +163,7 @@ def test_walkthrough_adds_a_page_under_make_serve(copy):
             "-p",
             "no:cacheprovider",
             "tests/unit/test_rms.py",
+            *WHOLE_PACKAGE,
         ],
         cwd=root,
         capture_output=True,

@@ -22,6 +22,7 @@ import importlib
 import math
 import numbers
 import pkgutil
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -3210,25 +3211,86 @@ def guards_called_elsewhere():
     return called
 
 
+UNIT_TESTS = Path(__file__).parent
+
+
+def snake(name):
+    """A class's name as a test names it: MultiHeadAttention ->
+    multi_head_attention; a function's name is left as it is."""
+    words = r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])"
+    return re.sub(words, "_", name).lower()  # RMSNorm -> rms_norm
+
+
+def tested_by_name(folder=UNIT_TESTS):
+    """module.name of each public function or class that a unit test
+    module imports from its mha_ref module (``from mha_ref.rms import
+    rms_norm``) and tests by name: a test function named
+    ``test_<name>...`` (a class: its name in snake case). Such a
+    function's tests are found by its name, so it needs no entry here."""
+    found = set()
+    for path in sorted(folder.rglob("test_*.py")):
+        tree = ast.parse(path.read_text("utf-8"))
+        imported = {  # name -> module, for from mha_ref.<module> import
+            alias.name: node.module.removeprefix("mha_ref.")
+            for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom)
+            and (node.module or "").startswith("mha_ref.")
+            for alias in node.names
+        }
+        tests = [
+            node.name
+            for node in ast.walk(tree)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name.startswith("test_")
+        ]
+        for name, module in imported.items():
+            prefix = f"test_{snake(name)}"
+            if any(t == prefix or t.startswith(prefix + "_") for t in tests):
+                found.add(f"{module}.{name}")
+    return found
+
+
 def test_every_public_function_has_an_entry():
-    """A new public function must be registered above (or say where it
-    is tested): this fails with the names that are not."""
+    """A new public function must be registered above, or tested by
+    name in a unit test that imports it (see tested_by_name): this fails
+    with the names that are neither."""
     registered = {name.split("#")[0] for name in CASES}
-    registered |= set(ELSEWHERE) | UNREGISTERED
+    registered |= set(ELSEWHERE) | UNREGISTERED | tested_by_name()
     # the guards (mha_ref/checks*.py) are fed through the functions that
     # call them; one that no module calls needs an entry of its own
     registered |= guards_called_elsewhere()
     missing = sorted(public_functions() - registered)
     assert not missing, (
         f"public functions of mha_ref with no entry in "
-        f"{Path(__file__).name} (CASES, ELSEWHERE or UNREGISTERED): "
-        f"{missing}"
+        f"{Path(__file__).name} (CASES, ELSEWHERE or UNREGISTERED) and "
+        f"no unit test named after them (test_<name>_...): {missing}"
     )
     gone = sorted(
         ({n.split("#")[0] for n in CASES} | set(ELSEWHERE))
         - public_functions()
     )
     assert not gone, f"entries for functions that no longer exist: {gone}"
+
+
+def test_tested_by_name_needs_the_import_and_a_test_named_after_it(
+    tmp_path,
+):
+    (tmp_path / "test_rms.py").write_text(
+        "from mha_ref.rms import rms_norm, RMSNorm, rms_scale\n"
+        "def test_rms_norm_gives_unit_rms(): pass\n"
+        "def test_rms_norm_module_matches(): pass\n"
+        "def test_the_scale(): pass\n"  # names no function
+    )
+    (tmp_path / "test_layer.py").write_text(
+        "from mha_ref.layer import MultiHeadAttention\n"
+        "def test_multi_head_attention(): pass\n"
+    )
+    assert tested_by_name(tmp_path) == {
+        "rms.rms_norm",
+        "rms.RMSNorm",  # snake case rms_norm: the same tests name it
+        "layer.MultiHeadAttention",
+    }
+    assert "rms.rms_scale" not in tested_by_name(tmp_path)
 
 
 def flat(result):
