@@ -145,8 +145,9 @@ def _build_md(b):
         (
             "numpy_ref_edit_s",
             f"{code} edit",
-            f"warm `make site` after a comment appended to {code} (the "
-            "pages that carry it rerun)",
+            f"warm `make site` after a comment in the function of "
+            f"{code} that section `{b.get('code_section', '?')}` shows "
+            "(the pages that ran it rerun)",
         ),
         (
             "warm_prose_over_floor",

@@ -184,6 +184,8 @@ def _measure(repo, runs, cold_runs, result):
     say(f"first make site after generation: {first:.1f} s")
     page = repo / "docs" / longest_pages(repo)[0]
     code = repo / CODE_EDIT
+    _, section = shown_section(repo)
+    result["code_section"] = section
     result["prose_edit"] = str(page.relative_to(repo))
     floor, prose, edit = [], [], []
     prose_steps, edit_steps = {s: [] for s in STEPS}, {s: [] for s in STEPS}
@@ -209,8 +211,9 @@ def _measure(repo, runs, cold_runs, result):
         result["warm_prose_s"] = summary(prose)
         result["warm_prose_steps_s"] = _summaries(prose_steps)
         result["warm_prose_over_floor"] = ratios(prose, floor)
-        with code.open("a") as handle:  # a code edit: its carriers rerun
-            handle.write(f"\n# bench edit {i}\n")
+        # a code edit, of the function a page shows: the pages that ran
+        # it rerun
+        _edit_section(code, section, f"bench edit {i}")
         took, steps, output = run_build(repo)
         edit.append(took)
         for name, seconds in steps.items():
@@ -279,17 +282,18 @@ def _wait(predicate, timeout, process):
 
 
 def _edit_section(path, section, marker):
-    """A comment line inside ``section``: the page shows it, the
-    notebook download carries it."""
+    """A comment line inside ``section``, just above its end marker: the
+    page shows it, the notebook download carries it. A function's end
+    marker sits in its body (CONTRIBUTING), so the edit is one of that
+    function, as a contributor's is: the pages that ran it rerun."""
     lines = path.read_text(encoding="utf-8").split("\n")
-    start = next(
+    end = next(
         i
         for i, s in enumerate(lines)
-        if s.strip() == f"# --8<-- [start:{section}]"
+        if s.strip() == f"# --8<-- [end:{section}]"
     )
-    body = next(s for s in lines[start + 1 :] if s.strip())
-    indent = body[: len(body) - len(body.lstrip())]
-    lines.insert(start + 1, f"{indent}# {marker}")
+    indent = lines[end][: len(lines[end]) - len(lines[end].lstrip())]
+    lines.insert(end, f"{indent}# {marker}")
     path.write_text("\n".join(lines), encoding="utf-8")
 
 
