@@ -312,9 +312,17 @@ def syntax_problems(root, files):
         path = Path(root) / relative
         if path.suffix != ".py" or not path.is_file():
             continue
-        try:
-            compile(path.read_bytes(), relative, "exec", dont_inherit=True)
-        except SyntaxError as exc:
-            message = f"{type(exc).__name__}: {exc.msg}"
-            problems.append(Problem(relative, exc.lineno or 0, message))
+        found = _syntax_error(path.read_bytes(), relative)
+        if found:
+            problems.append(Problem(relative, *found))
     return problems
+
+
+@functools.cache  # every page carries numpy_ref: compile each text once
+def _syntax_error(source, relative):
+    """(line, message) of the first syntax error of ``source``, or None."""
+    try:
+        compile(source, relative, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return exc.lineno or 0, f"{type(exc).__name__}: {exc.msg}"
+    return None
