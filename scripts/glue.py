@@ -351,7 +351,9 @@ def draw_arrow(ax, start, end, theme, text=None, **text_style):
         )
 
 
-def draw_head_split(ax, theme, positions, channels, row_labels=True):
+def draw_head_split(
+    ax, theme, positions, channels, row_labels=True, fontsize=7.5
+):
     """One head split as a grid: a row per (head, row), a column per
     channel of the head, each cell coloured by the position ``t`` its
     entry came from and labelled ``t<position> c<channel>``; a thick
@@ -380,7 +382,7 @@ def draw_head_split(ax, theme, positions, channels, row_labels=True):
             f"t{pos} c{channels.reshape(h * t, dh)[r, c]}",
             ha="center",
             va="center",
-            fontsize=7.5,
+            fontsize=fontsize,
             color=theme.text_on(colours(pos)),
         )
     for boundary in range(1, h):

@@ -132,22 +132,38 @@ glue.value(
 
 
 def draw_split(fig, theme):
-    ax = fig.add_subplot()
-    glue.draw_head_split(ax, theme, split_positions, split_channels)
-    ax.set_title("after split_heads", fontsize=10)
+    top, bottom = fig.subplots(2, 1, height_ratios=[1, 2])
+    row = np.arange(fig_t)[None, :, None]  # (1, T, 1)
+    channel = np.arange(fig_d_model)[None, None, :]  # (1, 1, d_model)
+    glue.draw_head_split(
+        top,
+        theme,
+        np.broadcast_to(row, (1, fig_t, fig_d_model)),
+        np.broadcast_to(channel, (1, fig_t, fig_d_model)),
+        row_labels=False,
+        fontsize=6.5,
+    )
+    top.set_yticks(range(fig_t), [f"position {t}" for t in range(fig_t)])
+    top.set_xlabel("channel")
+    top.axvline(dh - 0.5, color=theme.text, lw=2)  # head 0 | head 1
+    top.set_title(f"X, {fig_t} × {fig_d_model}", fontsize=10)
+    glue.draw_head_split(bottom, theme, split_positions, split_channels)
+    bottom.set_title("after split_heads", fontsize=10)
 
 
 glue.figure(
     "heads-split",
     draw_split,
-    figsize=(3.7, 3.4),
+    figsize=(3.7, 5.0),
     alt=(
-        f"A grid of {fig_n_head * fig_t} rows (head, row) by {dh} "
-        "columns: the input of a layer with d_model = "
-        f"{fig_d_model} and {fig_n_head} heads on {fig_t} positions, "
-        "after split_heads. Each cell is coloured by the position t it "
-        "came from and labelled with that position and its input "
-        "channel c. Row r of every head holds position r; head 0 holds "
+        f"Above, the input of a layer with d_model = {fig_d_model} and "
+        f"{fig_n_head} heads on {fig_t} positions: {fig_t} rows by "
+        f"{fig_d_model} channels, a line between channel {dh - 1} and "
+        f"{dh}. Below, the same entries after split_heads: "
+        f"{fig_n_head * fig_t} rows (head, row) by {dh} columns. Each "
+        "cell is coloured by the position t it came from and labelled "
+        "with that position and its input channel c. Row r of every "
+        "head holds position r; head 0 holds "
         f"channels 0 to {dh - 1} of every position, head 1 channels "
         f"{dh} to {2 * dh - 1}."
     ),
