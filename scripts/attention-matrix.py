@@ -56,6 +56,58 @@ print("weights A:\n", weights)
 print("output O = A V:\n", out)
 
 # %% [markdown]
+# ## The data flow, drawn
+#
+# The start page draws this example's path from $X$ to $O$: one grid
+# per matrix, labelled with its shape and coloured by its values (the
+# weights from 0 to 1), the blocked cells hatched. The example starts
+# at $Q$, $K$ and $V$, so $X$ is an empty grid of $T$ rows: its width
+# $d_\text{model}$ is whatever the model's is.
+
+
+# %%
+def draw_flow(fig, theme):
+    ax = glue.diagram_axes(fig, 17.6, 20.6)
+    m = glue.draw_matrix  # (ax, x, y, theme, values, ...): right edge
+    arrow = glue.draw_arrow  # (ax, start, end, theme, text)
+    m(ax, 0, 1.4, theme, shape=(T, 4), label="X", below=f"{T} × d_model")
+    arrow(ax, (4.2, 3.4), (9.4, 3.4), theme, r"$\times W_Q, W_K, W_V$")
+    for x, name, rows in ((9.6, "Q", q), (12.6, "K", k), (15.6, "V", v)):
+        m(ax, x, 1.4, theme, rows, label=name, below=f"{T} × {d}")
+    arrow(ax, (12.6, 6.4), (2.6, 8.4), theme)
+    ax.text(3.6, 7.0, "QKᵀ / √dₖ", ha="left", va="center")
+    m(ax, 0, 9.2, theme, scores, label="S", below=f"{T} × {T}")
+    arrow(ax, (4.2, 11.2), (6.6, 11.2), theme, r"$+\,M$")
+    m(ax, 6.8, 9.2, theme, scores, blocked=mask, label="S + M")
+    ax.text(8.8, 13.45, f"{T} × {T}", ha="center", va="top")
+    arrow(ax, (11.0, 11.2), (13.4, 11.2), theme)
+    ax.text(12.2, 11.5, "softmax", ha="center", va="top", fontsize=8)
+    m(ax, 13.6, 9.2, theme, weights, blocked=mask, vmin=0, vmax=1)
+    ax.text(15.6, 8.95, "A", ha="center", va="bottom")
+    ax.text(15.6, 13.45, f"{T} × {T}", ha="center", va="top")
+    arrow(ax, (15.6, 14.5), (15.6, 16.2), theme)
+    ax.text(15.2, 15.35, r"$\times V$", ha="right", va="center")
+    m(ax, 14.6, 16.4, theme, out, below=f"O   {T} × {d}")
+
+
+glue.figure(
+    "data-flow",
+    draw_flow,
+    figsize=(3.7, 4.4),
+    alt=(
+        "The data flow of one attention head on the four-token example, "
+        "one grid per matrix, labelled with its shape. X, 4 rows by "
+        "d_model columns, times W_Q, W_K and W_V gives Q, K and V, "
+        f"each {T} by {d}. Q times K transposed over the square root of "
+        f"d_k gives the scores S, {T} by {T}. Adding the mask M blocks "
+        "(hatches) the upper triangle, the future. The row softmax gives "
+        f"the weights A, {T} by {T}, zero on the blocked cells. A times V "
+        f"gives the output O, {T} by {d}: one row per position, as wide "
+        "as a value."
+    ),
+)
+
+# %% [markdown]
 # ## Three masks, side by side
 #
 # No mask lets every query read every key; the causal mask hides the

@@ -243,6 +243,157 @@ def render_svg(draw, theme, figsize=(7.0, 3.2)):
     return buffer.getvalue().decode("utf-8")
 
 
+# ------------------------------------------------------------ diagrams
+# Drawing helpers that several pages share (the head split is drawn on
+# the pitfalls page and on Why several heads): one drawing, one place.
+# A diagram's axes count in cells, y pointing down, as a matrix reads.
+
+
+def diagram_axes(fig, width, height):
+    """One axes for a diagram ``width`` by ``height`` cells: equal
+    aspect, no frame, row 0 at the top."""
+    ax = fig.add_subplot()
+    ax.set_xlim(-0.2, width + 0.2)
+    ax.set_ylim(height + 0.2, -0.2)
+    ax.set_aspect("equal")
+    ax.set_axis_off()
+    return ax
+
+
+def draw_matrix(ax, x, y, theme, values=None, shape=None, **style):
+    """A matrix as a grid of unit cells, top-left corner at (x, y).
+
+    ``values`` (rows, cols) colour the cells with ``cmap`` (theme.cmap
+    unless given) over ``vmin``..``vmax`` (their range unless given);
+    without values, ``shape`` gives an empty grid. ``blocked`` (bool,
+    same shape) hatches cells grey, as a masked score; ``outline`` frames
+    the grid in a colour, with a thicker line; ``label`` goes above it,
+    ``below`` under it. Returns the grid's right edge.
+    """
+    import matplotlib
+    import numpy as np
+
+    rows, cols = np.shape(values) if values is not None else shape
+    if values is not None:
+        values = np.asarray(values, dtype=float)
+        finite = values[np.isfinite(values)]
+        vmin = style.get("vmin", finite.min() if finite.size else 0.0)
+        vmax = style.get("vmax", finite.max() if finite.size else 1.0)
+        ax.pcolormesh(
+            np.arange(cols + 1) + x,
+            np.arange(rows + 1) + y,
+            np.ma.masked_invalid(values),
+            cmap=style.get("cmap", theme.cmap),
+            vmin=vmin,
+            vmax=vmax if vmax > vmin else vmin + 1,
+            edgecolor=theme.muted,
+            linewidth=0.4,
+        )
+    blocked = style.get("blocked")
+    for (i, j), hidden in np.ndenumerate(
+        blocked if blocked is not None else np.zeros((rows, cols), bool)
+    ):
+        if hidden:
+            ax.add_patch(
+                matplotlib.patches.Rectangle(
+                    (x + j, y + i),
+                    1,
+                    1,
+                    facecolor=theme.masked,
+                    hatch="///",
+                    edgecolor=theme.muted,
+                    linewidth=0.4,
+                )
+            )
+    if values is None:
+        for i in range(rows + 1):
+            ax.plot([x, x + cols], [y + i] * 2, color=theme.muted, lw=0.6)
+        for j in range(cols + 1):
+            ax.plot([x + j] * 2, [y, y + rows], color=theme.muted, lw=0.6)
+    ax.add_patch(
+        matplotlib.patches.Rectangle(
+            (x, y),
+            cols,
+            rows,
+            fill=False,
+            edgecolor=style.get("outline", theme.text),
+            linewidth=2.2 if "outline" in style else 1.2,
+        )
+    )
+    for text, at, va in (
+        (style.get("label"), y - 0.25, "bottom"),
+        (style.get("below"), y + rows + 0.25, "top"),
+    ):
+        if text:
+            ax.text(x + cols / 2, at, text, ha="center", va=va)
+    return x + cols
+
+
+def draw_arrow(ax, start, end, theme, text=None, **text_style):
+    """An arrow from ``start`` to ``end`` (x, y), ``text`` beside it:
+    above a horizontal arrow, right of a vertical one."""
+    ax.annotate(
+        "",
+        xy=end,
+        xytext=start,
+        arrowprops={"arrowstyle": "-|>", "color": theme.text, "lw": 1.0},
+    )
+    if text:
+        (x0, y0), (x1, y1) = start, end
+        across = abs(x1 - x0) >= abs(y1 - y0)
+        ax.text(
+            (x0 + x1) / 2 + (0 if across else 0.3),
+            (y0 + y1) / 2 - (0.25 if across else 0),
+            text,
+            ha="center" if across else "left",
+            va="bottom" if across else "center",
+            **text_style,
+        )
+
+
+def draw_head_split(
+    ax, theme, positions, channels, row_labels=True, fontsize=7.5
+):
+    """One head split as a grid: a row per (head, row), a column per
+    channel of the head, each cell coloured by the position ``t`` its
+    entry came from and labelled ``t<position> c<channel>``; a thick
+    line between heads. ``positions`` and ``channels`` are (H, T, dh)."""
+    import matplotlib
+    import numpy as np
+
+    h, t, dh = positions.shape
+    colours = matplotlib.colors.ListedColormap(theme.series[:t])
+    grid = positions.reshape(h * t, dh)  # one row per (head, row)
+    ax.pcolormesh(
+        np.arange(dh + 1) - 0.5,
+        np.arange(h * t + 1) - 0.5,
+        grid,
+        cmap=colours,
+        vmin=-0.5,
+        vmax=t - 0.5,
+        edgecolor=theme.text,
+        linewidth=0.3,
+    )
+    ax.set_ylim(h * t - 0.5, -0.5)  # head 0, row 0 at the top
+    for (r, c), pos in np.ndenumerate(grid):
+        ax.text(
+            c,
+            r,
+            f"t{pos} c{channels.reshape(h * t, dh)[r, c]}",
+            ha="center",
+            va="center",
+            fontsize=fontsize,
+            color=theme.text_on(colours(pos)),
+        )
+    for boundary in range(1, h):
+        ax.axhline(boundary * t - 0.5, color=theme.text, lw=2)
+    ax.set_xticks(range(dh))
+    ax.set_xlabel("column within the head")
+    if row_labels:  # else leave the ticks to a shared y axis
+        labels = [f"head {i // t}, row {i % t}" for i in range(h * t)]
+        ax.set_yticks(range(h * t), labels)
+
+
 # ------------------------------------------------------------- the glue
 
 

@@ -107,6 +107,151 @@ y_heads = np.concatenate(outs, axis=-1) @ layer.Wo  # (B, T, d_model)
 print(f"max |one GEMM - head by head|: {np.abs(y - y_heads).max():.1e}")
 
 # %% [markdown]
+# ## The pictures: the head split and the whole layer
+#
+# Two figures of a layer with $d_\text{model} = 8$ and two heads, on
+# $T = 4$ positions. The first fills the input with its addresses
+# ($t \cdot d_\text{model} + c$ at position $t$, channel $c$) and shows
+# where each entry of each head comes from after `split_heads`. The
+# second runs the layer on a random input with the causal mask, one
+# step at a time: project, split, each head's attention, merge, $W_O$.
+# Each grid is coloured by its own values (the weights from 0 to 1).
+
+# %%
+fig_t, fig_d_model, fig_n_head = 4, 8, 2
+fig_layer = numpy_ref.MultiHeadAttention(fig_d_model, fig_n_head)
+dh = fig_layer.d_head
+address = np.arange(fig_t * fig_d_model).reshape(1, fig_t, fig_d_model)
+split = fig_layer.split_heads(address)[0]  # (H, T, dh)
+split_positions = split // fig_d_model
+split_channels = split % fig_d_model
+glue.value(
+    "figure_layer",
+    {"t": fig_t, "d_model": fig_d_model, "n_head": fig_n_head, "d_head": dh},
+)
+
+
+def draw_split(fig, theme):
+    top, bottom = fig.subplots(2, 1, height_ratios=[1, 2])
+    row = np.arange(fig_t)[None, :, None]  # (1, T, 1)
+    channel = np.arange(fig_d_model)[None, None, :]  # (1, 1, d_model)
+    glue.draw_head_split(
+        top,
+        theme,
+        np.broadcast_to(row, (1, fig_t, fig_d_model)),
+        np.broadcast_to(channel, (1, fig_t, fig_d_model)),
+        row_labels=False,
+        fontsize=6.5,
+    )
+    top.set_yticks(range(fig_t), [f"position {t}" for t in range(fig_t)])
+    top.set_xlabel("channel")
+    top.axvline(dh - 0.5, color=theme.text, lw=2)  # head 0 | head 1
+    top.set_title(f"X, {fig_t} × {fig_d_model}", fontsize=10)
+    glue.draw_head_split(bottom, theme, split_positions, split_channels)
+    bottom.set_title("after split_heads", fontsize=10)
+
+
+glue.figure(
+    "heads-split",
+    draw_split,
+    figsize=(3.7, 5.0),
+    alt=(
+        f"Above, the input of a layer with d_model = {fig_d_model} and "
+        f"{fig_n_head} heads on {fig_t} positions: {fig_t} rows by "
+        f"{fig_d_model} channels, a line between channel {dh - 1} and "
+        f"{dh}. Below, the same entries after split_heads: "
+        f"{fig_n_head * fig_t} rows (head, row) by {dh} columns. Each "
+        "cell is coloured by the position t it came from and labelled "
+        "with that position and its input channel c. Row r of every "
+        "head holds position r; head 0 holds "
+        f"channels 0 to {dh - 1} of every position, head 1 channels "
+        f"{dh} to {2 * dh - 1}."
+    ),
+)
+
+rng = np.random.default_rng(0)
+fig_x = rng.standard_normal((1, fig_t, fig_d_model))  # (B, T, d_model)
+fig_mask = numpy_ref.causal_mask(fig_t)  # (T, T), True = blocked
+fig_q = fig_layer.split_heads(fig_x @ fig_layer.Wq)  # (B, H, T, dh)
+fig_k = fig_layer.split_heads(fig_x @ fig_layer.Wk)
+fig_v = fig_layer.split_heads(fig_x @ fig_layer.Wv)
+fig_heads, fig_weights = numpy_ref.attention(fig_q, fig_k, fig_v, fig_mask)
+fig_concat = fig_layer.merge_heads(fig_heads)  # (B, T, d_model)
+fig_y = fig_concat @ fig_layer.Wo  # (B, T, d_model)
+if not np.allclose(fig_y, fig_layer(fig_x, fig_mask)[0]):
+    raise ValueError("the steps drawn are not the layer's forward")
+
+
+def draw_layer(fig, theme):
+    ax = glue.diagram_axes(fig, 20.4, 27.4)
+    m = glue.draw_matrix  # (ax, x, y, theme, values, ...): right edge
+    arrow = glue.draw_arrow  # (ax, start, end, theme, text)
+    colours = theme.series  # head h: colours[h]
+    shape = f"{fig_t} × {fig_d_model}"
+    m(ax, 0, 1.4, theme, fig_x[0], label="X", below=shape)
+    arrow(ax, (8.3, 3.4), (11.7, 3.4), theme)
+    ax.text(10, 3.1, "$\\times W_Q$,\n$W_K, W_V$", ha="center", va="bottom")
+    q_heads = fig_q[0].transpose(1, 0, 2).reshape(fig_t, -1)  # (T, d)
+    m(ax, 12, 1.4, theme, q_heads, label=f"Q (K, V alike) {shape}")
+    for h in range(fig_n_head):
+        top = 8.6 + 6.6 * h
+        block = (fig_t, dh)  # head h's columns of Q, then its steps
+        m(ax, 12 + h * dh, 1.4, theme, shape=block, outline=colours[h])
+        end = (14, top - 0.2) if h == 0 else (16.3, top + 2)
+        arrow(ax, (14 + h * dh, 5.6), end, theme)
+        m(
+            ax,
+            12,
+            top,
+            theme,
+            fig_weights[0, h],
+            blocked=fig_mask,
+            vmin=0,
+            vmax=1,
+            outline=colours[h],
+            below=f"head {h}: A{h} {fig_t} × {fig_t}",
+        )
+        arrow(ax, (11.8, top + 2), (8.2, top + 2), theme, f"× V{h}")
+        m(
+            ax,
+            4,
+            top,
+            theme,
+            fig_heads[0, h],
+            outline=colours[h],
+            below=f"O{h} {fig_t} × {dh}",
+        )
+    ax.text(16.4, 7.4, "split", ha="left", va="center")
+    arrow(ax, (3.8, 10.6), (2, 21.6), theme)
+    arrow(ax, (6, 20.0), (6, 21.6), theme)
+    ax.text(0.2, 16.5, "concatenate", ha="left", va="center", rotation=90)
+    m(ax, 0, 22.2, theme, fig_concat[0])
+    for h in range(fig_n_head):  # each head's block, side by side
+        m(ax, h * dh, 22.2, theme, shape=(fig_t, dh), outline=colours[h])
+    ax.text(4, 26.45, f"merged {shape}", ha="center", va="top")
+    arrow(ax, (8.3, 24.2), (11.7, 24.2), theme, r"$\times W_O$")
+    m(ax, 12, 22.2, theme, fig_y[0], below=f"output {shape}")
+
+
+glue.figure(
+    "heads-layer",
+    draw_layer,
+    figsize=(3.7, 5.0),
+    alt=(
+        f"The whole layer on {fig_t} positions, d_model = {fig_d_model}, "
+        f"{fig_n_head} heads, one grid per matrix coloured by its values. "
+        f"X ({fig_t} by {fig_d_model}) times W_Q, W_K and W_V gives Q, K "
+        f"and V, each {fig_t} by {fig_d_model}, whose columns are cut "
+        f"into {fig_n_head} blocks of {dh}, one per head. Each head "
+        f"computes its own causal weights A ({fig_t} by {fig_t}, the "
+        f"future hatched) and its output O = A V ({fig_t} by {dh}). The "
+        "heads' outputs are concatenated side by side back to "
+        f"{fig_t} by {fig_d_model}, and W_O maps that to the output, "
+        f"{fig_t} by {fig_d_model}."
+    ),
+)
+
+# %% [markdown]
 # ## Exercises
 #
 # The page's exercises, computed. 1: every shape in a layer of GPT-2

@@ -77,49 +77,20 @@ split = glue.value(
 
 
 def draw(fig, theme):
-    import matplotlib
-
-    colours = matplotlib.colors.ListedColormap(theme.series[:t])
     panels = [
         ("right", "reshape (B, T, H, dh) + transpose"),
         ("wrong", "direct reshape (B, H, T, dh)"),
     ]
     axes = fig.subplots(1, 2, sharey=True)
     for ax, (which, title) in zip(axes, panels, strict=True):
-        positions = split[f"{which}_positions"]  # (H, T, dh)
-        channels = split[f"{which}_channels"]
-        h, _, dh = positions.shape
-        grid = positions.reshape(h * t, dh)  # one row per (head, row)
-        ax.pcolormesh(
-            np.arange(dh + 1) - 0.5,
-            np.arange(h * t + 1) - 0.5,
-            grid,
-            cmap=colours,
-            vmin=-0.5,
-            vmax=t - 0.5,
-            edgecolor=theme.text,
-            linewidth=0.3,
+        glue.draw_head_split(
+            ax,
+            theme,
+            split[f"{which}_positions"],  # (H, T, dh)
+            split[f"{which}_channels"],
+            row_labels=ax is axes[0],
         )
-        ax.set_ylim(h * t - 0.5, -0.5)  # head 0, row 0 at the top
-        for (r, c), pos in np.ndenumerate(grid):
-            chan = channels.reshape(h * t, dh)[r, c]
-            ax.text(
-                c,
-                r,
-                f"t{pos} c{chan}",
-                ha="center",
-                va="center",
-                fontsize=7.5,
-                color=theme.text_on(colours(pos)),
-            )
-        for boundary in range(1, h):
-            ax.axhline(boundary * t - 0.5, color=theme.text, lw=2)
-        ax.set_xticks(range(dh))
-        ax.set_xlabel("column within the head")
         ax.set_title(title, fontsize=10)
-    rows = split["rows"]
-    labels = [f"head {i // t}, row {i % t}" for i in range(rows)]
-    axes[0].set_yticks(range(rows), labels)
     fig.suptitle(
         f"Where each head's entries come from: position t, channel c "
         f"(T = {t}, d_model = {small.d_model})"
