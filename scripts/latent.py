@@ -13,7 +13,14 @@ import torch
 import torch.nn.functional as F
 
 import glue
-from mha_ref import kv_cache, latent_numpy, latent_torch, tolerances, torch_ref
+from mha_ref import (
+    cost,
+    kv_cache,
+    latent_numpy,
+    latent_torch,
+    tolerances,
+    torch_ref,
+)
 
 demo = {
     "d_model": 64,
@@ -515,6 +522,239 @@ glue.value(
         "output_separate": V3["d_model"] * h * V3["v_head_dim"]
         + h * V3["v_head_dim"] * d_c,
     },
+)
+
+# %% [markdown]
+# ## Which side of the ridge, on which GPU
+#
+# The absorbed attention does `per_key["absorbed"]` FLOPs for each
+# cached latent it reads (576 values, 2 bytes each in bfloat16) per
+# query token; a step that scores two query tokens against the cache
+# (a drafted token verified with the next one) does twice that on the
+# same bytes. The ridge points come from `cost.GPU_SPECS`, the
+# datasheets' dense bfloat16 peak over the HBM bandwidth.
+
+# %%
+QUERIES = (1, 2)  # query tokens per step that read the same cache
+gpu_ridges = {
+    name: spec["bf16_sparse_tflops"] / 2 / spec["hbm_tbps"]  # FLOP/byte
+    for name, spec in cost.GPU_SPECS.items()
+}
+per_byte = flops["flops_per_byte"]
+roof_rows = {
+    name: {
+        "ridge": ridge,
+        "absorbed": {
+            q: "compute" if q * per_byte["absorbed"] > ridge else "memory"
+            for q in QUERIES
+        },
+    }
+    for name, ridge in gpu_ridges.items()
+}
+glue.value(
+    "roof",
+    {
+        "gpus": roof_rows,
+        "ridge": gpu_ridges,
+        "absorbed": {q: q * per_byte["absorbed"] for q in QUERIES},
+        "cached_kv": {q: q * per_byte["cached_kv"] for q in QUERIES},
+        "sources": {n: s["source"] for n, s in cost.GPU_SPECS.items()},
+        "urls": {n: s["url"] for n, s in cost.GPU_SPECS.items()},
+    },
+)
+glue.table(
+    "latent-ridges",
+    [
+        "GPU",
+        "ridge (FLOP / byte)",
+        f"absorbed, 1 query ({per_byte['absorbed']:.1f})",
+        f"absorbed, 2 queries ({2 * per_byte['absorbed']:.1f})",
+    ],
+    [
+        [name, f"{row['ridge']:.0f}"]
+        + [f"bound by {row['absorbed'][q]}" for q in QUERIES]
+        for name, row in roof_rows.items()
+    ],
+    "lrll",
+)
+
+# %% [markdown]
+# ## Expanded for prefill, absorbed for decoding
+#
+# A chunk of $q$ query tokens against $n$ positions. Expanded, the
+# latents are turned into every head's keys and values once, for all
+# $q$ queries; absorbed, each query pays for its own $W^{UK}_i$ and
+# $W^{UV}_i$ products and every query-position pair costs more. Both
+# from `decode_step_flops` (one query's parts), the projections that
+# both forms share left out; the causal mask is left out too (both
+# forms skip the same pairs).
+
+
+# %%
+def chunk_flops(q, n, absorbed):
+    """Attention FLOPs of q queries over n positions, one layer."""
+    parts = latent_torch.decode_step_flops(V3, n, absorbed)
+    pairs = q * (parts["scores"] + parts["weighted_sum"])
+    up = parts["up_projections"]  # once per chunk, or per query
+    return pairs + (q * up if absorbed else up)
+
+
+PREFILL_N = 4096
+expanded_cheaper = next(  # the fewest queries for which expanding pays
+    q
+    for q in range(1, PREFILL_N + 1)
+    if chunk_flops(q, PREFILL_N, False) <= chunk_flops(q, PREFILL_N, True)
+)
+glue.value(
+    "forms",
+    {
+        "n": PREFILL_N,
+        "expanded_cheaper_from": expanded_cheaper,
+        "prefill_absorbed_over_expanded": chunk_flops(
+            PREFILL_N, PREFILL_N, True
+        )
+        / chunk_flops(PREFILL_N, PREFILL_N, False),
+    },
+)
+
+# %% [markdown]
+# ## The data flow
+#
+# What a token's hidden state becomes, with DeepSeek-V3's widths: the
+# three down-projections, then each head's up-projections. Only the
+# latent $c^{KV}$ and the shared rotary key $k^R$ are cached.
+
+# %%
+FLOW_BOXES = {  # name: (x, y, label, its width)
+    "h": (0.9, 3.3, "$h_t$", f"{V3['d_model']:,}"),
+    "cq": (4.6, 5.6, "$c^{Q}_t$", f"{V3['q_lora_rank']:,}"),
+    "ckv": (4.6, 3.3, "$c^{KV}_t$", f"{V3['kv_lora_rank']}"),
+    "kr": (4.6, 1.0, "$k^{R}_t$", f"{V3['qk_rope_head_dim']}"),
+    "q": (8.7, 5.6, "$q^{C}_{t,i}$, $q^{R}_{t,i}$", "query"),
+    "kv": (8.7, 3.3, "$k^{C}_{t,i}$, $v_{t,i}$", "key, value"),
+}
+FLOW_ARROWS = [  # from, to, label
+    ("h", "cq", "$W^{DQ}$"),
+    ("h", "ckv", "$W^{DKV}$"),
+    ("h", "kr", "$W^{KR}$,\nRoPE"),
+    ("cq", "q", "$W^{UQ}_i$\n$W^{QR}_i$"),
+    ("ckv", "kv", "$W^{UK}_i$\n$W^{UV}_i$"),
+]
+CACHED = ("ckv", "kr")
+BOX_W, BOX_H = 2.0, 1.2  # data units
+SMALL = 12  # points: a note, an arrow's matrix
+
+
+def flow_box(ax, theme, x, y, cached=False, edge=None):
+    from matplotlib.patches import FancyBboxPatch
+
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - BOX_W / 2, y - BOX_H / 2),
+            BOX_W,
+            BOX_H,
+            boxstyle="round,pad=0.05",
+            facecolor=theme.series[0] if cached else "none",
+            alpha=0.3 if cached else 1.0,
+            edgecolor=edge or (theme.series[0] if cached else theme.text),
+            linewidth=2.0 if cached else 1.2,
+        )
+    )
+
+
+def draw_flow(fig, theme):
+    from matplotlib.patches import FancyBboxPatch
+
+    ax = fig.subplots()
+    ax.set_xlim(-0.25, 10.0)
+    ax.set_ylim(-0.75, 6.75)
+    ax.set_axis_off()
+    for key, (x, y, label, note) in FLOW_BOXES.items():
+        if key in ("q", "kv"):  # stacked copies behind: one per head
+            for shift in (0.2, 0.1):
+                flow_box(ax, theme, x + shift, y + shift, edge=theme.muted)
+        flow_box(ax, theme, x, y, cached=key in CACHED)
+        big = 14 if key in ("q", "kv") else 15  # two symbols: narrower
+        ax.text(x, y + 0.2, label, ha="center", va="center", fontsize=big)
+        ax.text(x, y - 0.3, note, ha="center", va="center", fontsize=SMALL)
+    arrow = {"arrowstyle": "->", "color": theme.text, "lw": 1.3}
+    for start, end, label in FLOW_ARROWS:
+        (x0, y0, *_), (x1, y1, *_) = FLOW_BOXES[start], FLOW_BOXES[end]
+        tail = (x0 + BOX_W / 2 + 0.1, y0 + 0.3 * (y1 - y0) / 2.3)
+        head = (x1 - BOX_W / 2 - 0.15, y1)
+        ax.annotate("", xy=head, xytext=tail, arrowprops=arrow)
+        mid = ((tail[0] + head[0]) / 2, (tail[1] + head[1]) / 2)
+        if y1 == y0:  # across: the matrix above the arrow
+            ax.text(*mid, label, ha="center", va="bottom", fontsize=SMALL)
+        else:  # up or down: the matrix beside the arrow, outward
+            ax.text(
+                mid[0] - 0.15,
+                mid[1] + (0.25 if y1 > y0 else -0.25),
+                label,
+                ha="right",
+                va="center",
+                fontsize=SMALL,
+            )
+    # the shared rotary key joins every head's content key
+    (x0, y0, *_), (x1, y1, *_) = FLOW_BOXES["kr"], FLOW_BOXES["kv"]
+    ax.annotate(
+        "",
+        xy=(x1, y1 - BOX_H / 2 - 0.12),
+        xytext=(x0 + BOX_W / 2 + 0.1, y0),
+        arrowprops={
+            **arrow,
+            "linestyle": "--",
+            "connectionstyle": "angle,angleA=0,angleB=90",
+        },
+    )
+    ax.text(
+        x1 + 0.12, y0 + 0.3, "joins every\nhead's key", fontsize=SMALL,
+        ha="left", va="center",
+    )
+    ax.text(8.8, 6.55, "per head $i$", ha="center", fontsize=SMALL)
+    # the cache: a dashed frame around what a decoder keeps
+    x, top, bottom = 4.6, 3.3 + BOX_H / 2, 1.0 - BOX_H / 2
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - BOX_W / 2 - 0.25, bottom - 0.25),
+            BOX_W + 0.5,
+            top - bottom + 0.5,
+            boxstyle="round,pad=0.05",
+            facecolor="none",
+            edgecolor=theme.series[1],
+            linestyle="--",
+            linewidth=1.8,
+        )
+    )
+    cached_width = V3["kv_lora_rank"] + V3["qk_rope_head_dim"]
+    ax.text(
+        x,
+        -0.5,
+        f"cached: {cached_width} per token",
+        ha="center",
+        va="center",
+        fontsize=SMALL + 1,
+        color=theme.series[1],
+        fontweight="bold",
+    )
+
+
+glue.figure(
+    "latent-flow",
+    draw_flow,
+    figsize=(5.2, 4.2),
+    alt=(
+        "The data flow of multi-head latent attention with DeepSeek-V3's "
+        f"widths. The hidden state h_t ({V3['d_model']:,} numbers) goes "
+        "through three down-projections: W^DQ to the query latent c^Q "
+        f"({V3['q_lora_rank']:,}), W^DKV to the key-value latent c^KV "
+        f"({V3['kv_lora_rank']}) and W^KR with RoPE to the shared rotary "
+        f"key k^R ({V3['qk_rope_head_dim']}). Per head, W^UQ and W^QR "
+        "turn c^Q into the query's content and rotary parts, and W^UK "
+        "and W^UV turn c^KV into the head's content key and value; k^R "
+        "joins every head's key. A dashed frame marks c^KV and k^R as "
+        f"the only cached parts, {cached_width} numbers per token."
+    ),
 )
 
 # %% [markdown]
