@@ -19,8 +19,8 @@ LSE_BYTES = 4  # a log-sum-exp per row: float32, float64 kept as it is
 
 # Published specifications, not measured: the dense bfloat16 tensor-core
 # peak (the datasheets give it with 2:4 sparsity: halved here) and the
-# HBM bandwidth, of the SXM boards. The H800 is the H100 with NVLink cut
-# to 400 GB/s and FP64 to 1 TFLOP/s: the same tensor cores and memory.
+# HBM bandwidth, of the SXM boards. The H800 has the H100's bfloat16
+# peak and bandwidth (it differs in NVLink bandwidth and FP64).
 GPU_SPECS = {
     "H100 SXM": {
         "bf16_sparse_tflops": 1979,

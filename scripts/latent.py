@@ -556,8 +556,9 @@ glue.value(
     {
         "gpus": roof_rows,
         "ridge": gpu_ridges,
-        "absorbed": {q: q * per_byte["absorbed"] for q in QUERIES},
-        "cached_kv": {q: q * per_byte["cached_kv"] for q in QUERIES},
+        # per byte, with one and with two query tokens per step
+        "absorbed": [q * per_byte["absorbed"] for q in QUERIES],
+        "cached_kv": [q * per_byte["cached_kv"] for q in QUERIES],
         "sources": {n: s["source"] for n, s in cost.GPU_SPECS.items()},
         "urls": {n: s["url"] for n, s in cost.GPU_SPECS.items()},
     },
@@ -641,6 +642,7 @@ FLOW_ARROWS = [  # from, to, label
     ("ckv", "kv", "$W^{UK}_i$\n$W^{UV}_i$"),
 ]
 CACHED = ("ckv", "kr")
+cached_width = V3["kv_lora_rank"] + V3["qk_rope_head_dim"]  # per token
 BOX_W, BOX_H = 2.0, 1.2  # data units
 SMALL = 12  # points: a note, an arrow's matrix
 
@@ -726,7 +728,6 @@ def draw_flow(fig, theme):
             linewidth=1.8,
         )
     )
-    cached_width = V3["kv_lora_rank"] + V3["qk_rope_head_dim"]
     ax.text(
         x,
         -0.5,
