@@ -354,13 +354,11 @@ def decode_floor(
     (83886080, 16777216)
     """
     sizes = {"batch": batch, "tk": tk, "d_model": d_model}
-    batch, tk, d_model, n_head, n_kv_head, d_head, bandwidth = (
-        roofline_inputs(
-            {**sizes, "n_head": n_head},
-            (n_kv_head, None),
-            bytes_per_value,
-            {"bandwidth": bandwidth},
-        )
+    batch, tk, d_model, n_head, n_kv_head, d_head, bandwidth = roofline_inputs(
+        {**sizes, "n_head": n_head},
+        (n_kv_head, None),
+        bytes_per_value,
+        {"bandwidth": bandwidth},
     )
     # --8<-- [start:decode-floor-terms]
     d_q, d_kv = n_head * d_head, n_kv_head * d_head

@@ -1397,7 +1397,9 @@ glue.value(
         "empty": {gpu: l3[gpu][0] for gpu in l3},
         # the first cache length in the table at which no batch does
         "never_from": {
-            gpu: next(t for t, b in zip(BATCH_T, l3[gpu]) if b is None)
+            gpu: next(
+                t for t, b in zip(BATCH_T, l3[gpu], strict=True) if b is None
+            )
             for gpu in l3
         },
         "long_own": own["Llama 3 8B"][-1],

@@ -710,8 +710,12 @@ def draw_flow(fig, theme):
         },
     )
     ax.text(
-        x1 + 0.12, y0 + 0.3, "joins every\nhead's key", fontsize=SMALL,
-        ha="left", va="center",
+        x1 + 0.12,
+        y0 + 0.3,
+        "joins every\nhead's key",
+        fontsize=SMALL,
+        ha="left",
+        va="center",
     )
     ax.text(8.8, 6.55, "per head $i$", ha="center", fontsize=SMALL)
     # the cache: a dashed frame around what a decoder keeps

@@ -617,7 +617,9 @@ def test_cost_counts_numpy_ints_as_python_ints_without_wrapping():
     ) == cost.kv_cache_bytes(2**20, 8, 128, 2**40, 2)
 
 
-@pytest.mark.parametrize(("b", "tk", "n_kv"), [(1, 1, 2), (3, 7, 2), (2, 5, 6)])
+@pytest.mark.parametrize(
+    ("b", "tk", "n_kv"), [(1, 1, 2), (3, 7, 2), (2, 5, 6)]
+)
 def test_decode_floor_reads_the_weights_and_the_filled_cache(b, tk, n_kv):
     # float32: the weights are the module's, the cache what a step left
     d_model, n_head = 12, 6
