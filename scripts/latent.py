@@ -626,34 +626,36 @@ glue.value(
 # latent $c^{KV}$ and the shared rotary key $k^R$ are cached.
 
 # %%
-FLOW_BOXES = {  # name: (x, y, label, its width)
-    "h": (0.9, 3.3, "$h_t$", f"{V3['d_model']:,}"),
-    "cq": (4.6, 5.6, "$c^{Q}_t$", f"{V3['q_lora_rank']:,}"),
-    "ckv": (4.6, 3.3, "$c^{KV}_t$", f"{V3['kv_lora_rank']}"),
-    "kr": (4.6, 1.0, "$k^{R}_t$", f"{V3['qk_rope_head_dim']}"),
-    "q": (8.7, 5.6, "$q^{C}_{t,i}$, $q^{R}_{t,i}$", "query"),
-    "kv": (8.7, 3.3, "$k^{C}_{t,i}$, $v_{t,i}$", "key, value"),
+FLOW_BOXES = {  # name: (x, y, label, its width); top to bottom
+    "h": (5.0, 12.0, "$h_t$", f"{V3['d_model']:,}"),
+    "cq": (1.6, 8.2, "$c^{Q}_t$", f"{V3['q_lora_rank']:,}"),
+    "ckv": (5.0, 8.2, "$c^{KV}_t$", f"{V3['kv_lora_rank']}"),
+    "kr": (8.3, 8.2, "$k^{R}_t$", f"{V3['qk_rope_head_dim']}"),
+    "q": (1.6, 4.2, "$q^{C}_{t,i}$, $q^{R}_{t,i}$", "query"),
+    "kv": (6.0, 4.2, "$k^{C}_{t,i}$, $v_{t,i}$", "key, value"),
 }
-FLOW_ARROWS = [  # from, to, label
-    ("h", "cq", "$W^{DQ}$"),
-    ("h", "ckv", "$W^{DKV}$"),
-    ("h", "kr", "$W^{KR}$,\nRoPE"),
-    ("cq", "q", "$W^{UQ}_i$\n$W^{QR}_i$"),
-    ("ckv", "kv", "$W^{UK}_i$\n$W^{UV}_i$"),
+FLOW_ARROWS = [  # from, to, label, its side, how far down the arrow
+    ("h", "cq", "$W^{DQ}$", "left", 0.5),
+    ("h", "ckv", "$W^{DKV}$", "right", 0.62),
+    ("h", "kr", "$W^{KR}$, RoPE", "right", 0.4),
+    ("cq", "q", "$W^{UQ}_i$\n$W^{QR}_i$", "right", 0.5),
+    ("ckv", "kv", "$W^{UK}_i$\n$W^{UV}_i$", "left", 0.5),
 ]
 CACHED = ("ckv", "kr")
 cached_width = V3["kv_lora_rank"] + V3["qk_rope_head_dim"]  # per token
-BOX_W, BOX_H = 2.0, 1.2  # data units
-SMALL = 12  # points: a note, an arrow's matrix
+BOX_H = 1.5  # data units; widths per row
+BOX_W = {"h": 3.0, "cq": 3.0, "ckv": 2.8, "kr": 2.8, "q": 3.1, "kv": 3.1}
+SMALL = 11  # points: a width, an arrow's matrices
 
 
-def flow_box(ax, theme, x, y, cached=False, edge=None):
+def flow_box(ax, theme, key, x, y, cached=False, edge=None):
     from matplotlib.patches import FancyBboxPatch
 
+    w = BOX_W[key]
     ax.add_patch(
         FancyBboxPatch(
-            (x - BOX_W / 2, y - BOX_H / 2),
-            BOX_W,
+            (x - w / 2, y - BOX_H / 2),
+            w,
             BOX_H,
             boxstyle="round,pad=0.05",
             facecolor=theme.series[0] if cached else "none",
@@ -668,63 +670,68 @@ def draw_flow(fig, theme):
     from matplotlib.patches import FancyBboxPatch
 
     ax = fig.subplots()
-    ax.set_xlim(-0.25, 10.0)
-    ax.set_ylim(-0.75, 6.75)
+    ax.set_xlim(-0.1, 10.2)
+    ax.set_ylim(0.6, 13.0)
     ax.set_axis_off()
     for key, (x, y, label, note) in FLOW_BOXES.items():
         if key in ("q", "kv"):  # stacked copies behind: one per head
-            for shift in (0.2, 0.1):
-                flow_box(ax, theme, x + shift, y + shift, edge=theme.muted)
-        flow_box(ax, theme, x, y, cached=key in CACHED)
-        big = 14 if key in ("q", "kv") else 15  # two symbols: narrower
-        ax.text(x, y + 0.2, label, ha="center", va="center", fontsize=big)
-        ax.text(x, y - 0.3, note, ha="center", va="center", fontsize=SMALL)
+            for shift in (0.3, 0.15):
+                flow_box(
+                    ax, theme, key, x + shift, y + shift, edge=theme.muted
+                )
+        flow_box(ax, theme, key, x, y, cached=key in CACHED)
+        ax.text(x, y + 0.3, label, ha="center", va="center", fontsize=13)
+        ax.text(x, y - 0.4, note, ha="center", va="center", fontsize=SMALL)
     arrow = {"arrowstyle": "->", "color": theme.text, "lw": 1.3}
-    for start, end, label in FLOW_ARROWS:
+    for start, end, label, side, down in FLOW_ARROWS:
         (x0, y0, *_), (x1, y1, *_) = FLOW_BOXES[start], FLOW_BOXES[end]
-        tail = (x0 + BOX_W / 2 + 0.1, y0 + 0.3 * (y1 - y0) / 2.3)
-        head = (x1 - BOX_W / 2 - 0.15, y1)
+        tail = (x0 + 0.3 * (x1 - x0) / 3.4, y0 - BOX_H / 2 - 0.1)
+        head = (x1, y1 + BOX_H / 2 + 0.15)
         ax.annotate("", xy=head, xytext=tail, arrowprops=arrow)
-        mid = ((tail[0] + head[0]) / 2, (tail[1] + head[1]) / 2)
-        if y1 == y0:  # across: the matrix above the arrow
-            ax.text(*mid, label, ha="center", va="bottom", fontsize=SMALL)
-        else:  # up or down: the matrix beside the arrow, outward
-            ax.text(
-                mid[0] - 0.15,
-                mid[1] + (0.25 if y1 > y0 else -0.25),
-                label,
-                ha="right",
-                va="center",
-                fontsize=SMALL,
-            )
+        mid = [a + down * (b - a) for a, b in zip(tail, head, strict=True)]
+        ax.text(
+            mid[0] + (-0.25 if side == "left" else 0.25),
+            mid[1],
+            label,
+            ha="right" if side == "left" else "left",
+            va="center",
+            fontsize=SMALL,
+        )
     # the shared rotary key joins every head's content key
     (x0, y0, *_), (x1, y1, *_) = FLOW_BOXES["kr"], FLOW_BOXES["kv"]
     ax.annotate(
         "",
-        xy=(x1, y1 - BOX_H / 2 - 0.12),
-        xytext=(x0 + BOX_W / 2 + 0.1, y0),
+        xy=(x1 + BOX_W["kv"] / 2 + 0.12, y1),
+        xytext=(x0, y0 - BOX_H / 2 - 0.45),
         arrowprops={
             **arrow,
             "linestyle": "--",
-            "connectionstyle": "angle,angleA=0,angleB=90",
+            "connectionstyle": "angle,angleA=90,angleB=0,rad=0",
         },
     )
     ax.text(
-        x1 + 0.12,
-        y0 + 0.3,
+        x0 - 0.2,
+        6.1,
         "joins every\nhead's key",
         fontsize=SMALL,
-        ha="left",
+        ha="right",
         va="center",
     )
-    ax.text(8.8, 6.55, "per head $i$", ha="center", fontsize=SMALL)
+    ax.text(
+        3.8,
+        2.7,
+        "one per head $i$",
+        ha="center",
+        va="center",
+        fontsize=SMALL,
+    )
     # the cache: a dashed frame around what a decoder keeps
-    x, top, bottom = 4.6, 3.3 + BOX_H / 2, 1.0 - BOX_H / 2
+    left, right = 5.0 - BOX_W["ckv"] / 2, 8.4 + BOX_W["kr"] / 2
     ax.add_patch(
         FancyBboxPatch(
-            (x - BOX_W / 2 - 0.25, bottom - 0.25),
-            BOX_W + 0.5,
-            top - bottom + 0.5,
+            (left - 0.2, 8.2 - BOX_H / 2 - 0.25),
+            right - left + 0.4,
+            BOX_H + 0.5,
             boxstyle="round,pad=0.05",
             facecolor="none",
             edgecolor=theme.series[1],
@@ -733,12 +740,12 @@ def draw_flow(fig, theme):
         )
     )
     ax.text(
-        x,
-        -0.5,
-        f"cached: {cached_width} per token",
+        5.0,
+        1.2,
+        f"dashed frame: cached, {cached_width} per token",
         ha="center",
         va="center",
-        fontsize=SMALL + 1,
+        fontsize=SMALL,
         color=theme.series[1],
         fontweight="bold",
     )
@@ -747,7 +754,7 @@ def draw_flow(fig, theme):
 glue.figure(
     "latent-flow",
     draw_flow,
-    figsize=(5.2, 4.2),
+    figsize=(3.7, 4.6),
     alt=(
         "The data flow of multi-head latent attention with DeepSeek-V3's "
         f"widths. The hidden state h_t ({V3['d_model']:,} numbers) goes "
