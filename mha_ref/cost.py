@@ -10,6 +10,7 @@ the scores (so the scores run over all H heads), and for a cached step
 (kv_cache.cached_step) only the new rows projected.
 """
 
+import math
 from fractions import Fraction
 
 from mha_ref.checks_cost import NotAnIntegerError as NotAnIntegerError
@@ -405,6 +406,6 @@ def memory_bound_batch(
     if f <= r * m:  # each sequence's reads alone stay below the ridge
         return None
     # B f / (W + B m) >= r  <=>  B >= r W / (f - r m)
-    return max(1, int(-(-(r * w) // (f - r * m))))  # ceil, at least 1
+    return max(1, math.ceil(r * w / (f - r * m)))  # exact: Fractions
     # --8<-- [end:memory-bound-batch-terms]
     # --8<-- [end:memory-bound-batch]
