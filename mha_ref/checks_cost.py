@@ -88,3 +88,17 @@ def checked(
         return tuple(sizes.values())
     layer = _heads(sizes["d_model"], sizes["n_head"], *heads)
     return (*sizes.values(), *layer)
+
+
+def roofline_inputs(sizes, heads, bytes_per_value, rates):
+    """checked(sizes, heads, bytes_per_value=...), and rates
+    {name: value}: positive finite numbers (a bandwidth in bytes per
+    second, a ridge point in FLOP per byte), returned as floats after
+    what checked returns."""
+    layer = checked(sizes, heads, bytes_per_value=bytes_per_value)
+    for name, value in rates.items():
+        if isinstance(value, bool) or not isinstance(value, Real):
+            raise TypeError(f"{name} must be a number, got {value!r}")
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be positive, got {value}")
+    return (*layer, *(float(value) for value in rates.values()))

@@ -10,10 +10,38 @@ the scores (so the scores run over all H heads), and for a cached step
 (kv_cache.cached_step) only the new rows projected.
 """
 
+import math
+from fractions import Fraction
+
 from mha_ref.checks_cost import NotAnIntegerError as NotAnIntegerError
-from mha_ref.checks_cost import checked
+from mha_ref.checks_cost import checked, roofline_inputs
 
 LSE_BYTES = 4  # a log-sum-exp per row: float32, float64 kept as it is
+
+# Published specifications, not measured: the dense bfloat16 tensor-core
+# peak (the datasheets give it with 2:4 sparsity: halved here) and the
+# HBM bandwidth, of the SXM boards. The H800 has the H100's bfloat16
+# peak and bandwidth (it differs in NVLink bandwidth and FP64).
+GPU_SPECS = {
+    "H100 SXM": {
+        "bf16_sparse_tflops": 1979,
+        "hbm_tbps": 3.35,
+        "source": "NVIDIA H100 Tensor Core GPU datasheet",
+        "url": "https://www.nvidia.com/en-us/data-center/h100/",
+    },
+    "H800 SXM": {
+        "bf16_sparse_tflops": 1979,
+        "hbm_tbps": 3.35,
+        "source": "NVIDIA H800 Tensor Core GPU datasheet",
+        "url": "",
+    },
+    "H200 SXM": {
+        "bf16_sparse_tflops": 1979,
+        "hbm_tbps": 4.8,
+        "source": "NVIDIA H200 Tensor Core GPU datasheet",
+        "url": "https://www.nvidia.com/en-us/data-center/h200/",
+    },
+}
 
 
 def _with_total(parts, factor=1):
@@ -301,3 +329,83 @@ def arithmetic_intensity(
     )
     return flops / moved
     # --8<-- [end:arithmetic-intensity]
+
+
+# --8<-- [start:decode-floor]
+def decode_floor(
+    batch,
+    tk,
+    d_model,
+    n_head,
+    n_kv_head=None,
+    bytes_per_value=2,
+    *,
+    bandwidth,
+):
+    """The least time of one decoding step, while memory is the limit.
+
+    batch sequences, each one new token attending tk positions (its own
+    included). The step reads the layer's weights once, for the whole
+    batch, and every sequence's cached keys and values: their bytes over
+    ``bandwidth`` (bytes per second) is its floor. The input and output,
+    a few kB, are left out.
+
+    >>> f = decode_floor(1, 4096, 4096, 32, 8, bandwidth=3.35e12)
+    >>> f["weights"], f["cache"]  # Llama 3 8B's layer, bfloat16
+    (83886080, 16777216)
+    """
+    sizes = {"batch": batch, "tk": tk, "d_model": d_model}
+    batch, tk, d_model, n_head, n_kv_head, d_head, bandwidth = roofline_inputs(
+        {**sizes, "n_head": n_head},
+        (n_kv_head, None),
+        bytes_per_value,
+        {"bandwidth": bandwidth},
+    )
+    # --8<-- [start:decode-floor-terms]
+    d_q, d_kv = n_head * d_head, n_kv_head * d_head
+    # Wq, Wo; Wk, Wv: read once, whatever the batch
+    weights = (2 * d_model * d_q + 2 * d_model * d_kv) * bytes_per_value
+    cache = 2 * batch * tk * d_kv * bytes_per_value  # each sequence's K, V
+    seconds = (weights + cache) / bandwidth
+    # --8<-- [end:decode-floor-terms]
+    return {"weights": weights, "cache": cache, "seconds": seconds}
+    # --8<-- [end:decode-floor]
+
+
+# --8<-- [start:memory-bound-batch]
+def memory_bound_batch(
+    tk, d_model, n_head, n_kv_head=None, bytes_per_value=2, *, ridge
+):
+    """The smallest batch whose decoding step reaches the ridge point.
+
+    A step of B sequences, each attending tk positions, does B f FLOPs
+    and moves W + B m bytes: the weights W once, and per sequence m,
+    its cache and its input and output (bytes_moved). Its intensity
+    B f / (W + B m) grows with B towards f / m, the intensity of one
+    sequence's own reads. None if that stays below ``ridge`` (FLOP per
+    byte): then no batch makes the step bound by arithmetic.
+
+    >>> memory_bound_batch(1, 4096, 32, 8, ridge=295)  # empty cache
+    318
+    >>> memory_bound_batch(4096, 4096, 32, 8, ridge=295) is None
+    True
+    """
+    sizes = {"tk": tk, "d_model": d_model, "n_head": n_head}
+    tk, d_model, n_head, n_kv_head, _, ridge = roofline_inputs(
+        sizes, (n_kv_head, None), bytes_per_value, {"ridge": ridge}
+    )
+    # --8<-- [start:memory-bound-batch-terms]
+    shape = (tk, d_model, n_head, n_kv_head)
+    f = attention_flops(1, 1, *shape, cached=True)["total"]  # per sequence
+    one, two = (
+        bytes_moved(b, 1, *shape, bytes_per_value, True) for b in (1, 2)
+    )
+    m = Fraction(two) - Fraction(one)  # what each sequence adds
+    w = Fraction(one) - m  # the weights, shared by the batch
+    r = Fraction(ridge)  # exact: the bound below is not rounded
+    if f <= r * m:  # each sequence's reads alone stay below the ridge
+        return None
+    # B f / (W + B m) >= r  <=>  B >= r W / (f - r m)
+    return max(1, math.ceil(r * w / (f - r * m)))  # exact: Fractions
+    # --8<-- [end:memory-bound-batch-terms]
+    # --8<-- [end:memory-bound-batch]

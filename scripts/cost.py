@@ -782,7 +782,17 @@ glue.figure(
 
 # %%
 bench = json.loads(Path("bench/roofline.json").read_text())
-cpu, spec, layer_shape = bench["cpu"], bench["gpu_spec"], bench["layer"]
+cpu, layer_shape = bench["cpu"], bench["layer"]
+# the GPU's roof: its published specifications (cost.GPU_SPECS)
+H200 = cost.GPU_SPECS["H200 SXM"]
+spec = {
+    "name": "NVIDIA H200 SXM",
+    "bf16_dense_tflops": H200["bf16_sparse_tflops"] / 2,  # 2:4 sparsity
+    "bf16_sparse_tflops": H200["bf16_sparse_tflops"],
+    "hbm_tbps": H200["hbm_tbps"],
+    "source": H200["source"],
+    "url": H200["url"],
+}
 env = bench["environment"]
 threads = str(cpu["layer_threads"])
 peak = cpu["peak_gflops"][threads] * 1e9  # FLOP/s on the layer's threads
@@ -1289,4 +1299,137 @@ glue.figure(
         "layer on the flat roof, and its decoding steps, one sequence or "
         "64, and Llama 3 8B's batch of 64, on the slanted one."
     ),
+)
+
+
+# %% [markdown]
+# ## A decoding step on a GPU: its floor, and the batch that ends it
+#
+# From the published specifications in `cost.GPU_SPECS` (not measured):
+# each GPU's dense bfloat16 peak, its HBM bandwidth and their ratio,
+# the ridge point. Then Llama 3 8B's attention layer (Table 3 of its
+# paper: $d_\text{model}$ = 4096, 32 query heads, 8 key/value heads of
+# 128) in bfloat16: the bytes a decoding step must read, the time those
+# bytes take at the bandwidth (`decode_floor`), and the smallest batch
+# whose step reaches the ridge (`memory_bound_batch`), by cache length.
+
+# %%
+ridges = {}
+for name, gpu_spec in cost.GPU_SPECS.items():
+    dense = gpu_spec["bf16_sparse_tflops"] / 2 * 1e12  # FLOP/s, dense
+    bandwidth_bps = gpu_spec["hbm_tbps"] * 1e12  # bytes/s
+    ridges[name] = {
+        **gpu_spec,
+        "bf16_dense_tflops": dense / 1e12,
+        "bandwidth": bandwidth_bps,
+        "ridge": dense / bandwidth_bps,  # FLOP per byte
+    }
+glue.value("gpus", ridges)
+glue.table(
+    "cost-gpus",
+    ["GPU", "bf16 dense TFLOP/s", "HBM TB/s", "ridge (FLOP / byte)"],
+    [
+        [
+            name,
+            fmt(g["bf16_dense_tflops"], 4),
+            fmt(g["hbm_tbps"], 3),
+            fmt(g["ridge"], 3),
+        ]
+        for name, g in ridges.items()
+    ],
+    "lrrr",
+)
+LLAMA3 = (4096, 32, 8)  # d_model, n_head, n_kv_head: its paper, Table 3
+LLAMA2 = (4096, 32, 32)  # LlamaConfig's defaults: Llama 2 7B
+FLOOR_T = 4096
+floors = {
+    f"{gpu}, B = {b}": cost.decode_floor(
+        b, FLOOR_T, *LLAMA3, bandwidth=ridges[gpu]["bandwidth"]
+    )
+    for gpu in ("H100 SXM", "H200 SXM")
+    for b in (1, 64)
+}
+one = floors["H100 SXM, B = 1"]
+batched = floors["H100 SXM, B = 64"]
+glue.value(
+    "decode_floor",
+    {
+        "t": FLOOR_T,
+        "weights_mib": one["weights"] / 2**20,
+        "cache_mib": one["cache"] / 2**20,
+        "weights_over_cache": one["weights"] / one["cache"],
+        "h100_us": one["seconds"] * 1e6,
+        "h200_us": floors["H200 SXM, B = 1"]["seconds"] * 1e6,
+        "batch": 64,
+        "batch_cache_mib": batched["cache"] / 2**20,
+        "batch_cache_share": batched["cache"]
+        / (batched["cache"] + batched["weights"]),
+        "batch_h100_us": batched["seconds"] * 1e6,
+        "batch_per_sequence_us": batched["seconds"] * 1e6 / 64,
+    },
+)
+BATCH_T = (1, 16, 32, 64, 128, 4096)
+thresholds = {
+    model: {
+        gpu: [
+            cost.memory_bound_batch(t, *shape, ridge=ridges[gpu]["ridge"])
+            for t in BATCH_T
+        ]
+        for gpu in ("H100 SXM", "H200 SXM")
+    }
+    for model, shape in (("Llama 2 7B", LLAMA2), ("Llama 3 8B", LLAMA3))
+}
+# a sequence's own reads: the intensity an unbounded batch tends to
+own = {
+    model: [
+        cost.arithmetic_intensity(2**40, 1, t, *shape, cached=True)
+        for t in BATCH_T
+    ]
+    for model, shape in (("Llama 2 7B", LLAMA2), ("Llama 3 8B", LLAMA3))
+}
+l3 = thresholds["Llama 3 8B"]
+glue.value(
+    "batch_threshold",
+    {
+        "t": list(BATCH_T),
+        "batches": thresholds,
+        "own_intensity": own,
+        "empty": {gpu: l3[gpu][0] for gpu in l3},
+        # the first cache length in the table at which no batch does
+        "never_from": {
+            gpu: next(
+                t for t, b in zip(BATCH_T, l3[gpu], strict=True) if b is None
+            )
+            for gpu in l3
+        },
+        "long_own": own["Llama 3 8B"][-1],
+    },
+)
+
+
+def batch_cell(b):
+    return "never" if b is None else f"{b:,}"
+
+
+glue.table(
+    "cost-decode-batch",
+    [
+        "cache (tokens)",
+        "Llama 2 7B, H100",
+        "Llama 2 7B, H200",
+        "Llama 3 8B, H100",
+        "Llama 3 8B, H200",
+        "Llama 3 8B: the most FLOP / byte a batch reaches",
+    ],
+    [
+        [f"{t:,}"]
+        + [
+            batch_cell(thresholds[m][g][i])
+            for m in thresholds
+            for g in ("H100 SXM", "H200 SXM")
+        ]
+        + [grouped(own["Llama 3 8B"][i], 3)]
+        for i, t in enumerate(BATCH_T)
+    ],
+    "rrrrrr",
 )

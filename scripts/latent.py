@@ -13,7 +13,14 @@ import torch
 import torch.nn.functional as F
 
 import glue
-from mha_ref import kv_cache, latent_numpy, latent_torch, tolerances, torch_ref
+from mha_ref import (
+    cost,
+    kv_cache,
+    latent_numpy,
+    latent_torch,
+    tolerances,
+    torch_ref,
+)
 
 demo = {
     "d_model": 64,
@@ -515,6 +522,251 @@ glue.value(
         "output_separate": V3["d_model"] * h * V3["v_head_dim"]
         + h * V3["v_head_dim"] * d_c,
     },
+)
+
+# %% [markdown]
+# ## Which side of the ridge, on which GPU
+#
+# The absorbed attention does `per_key["absorbed"]` FLOPs for each
+# cached latent it reads (576 values, 2 bytes each in bfloat16) per
+# query token; a step that scores two query tokens against the cache
+# (a drafted token verified with the next one) does twice that on the
+# same bytes. The ridge points come from `cost.GPU_SPECS`, the
+# datasheets' dense bfloat16 peak over the HBM bandwidth.
+
+# %%
+QUERIES = (1, 2)  # query tokens per step that read the same cache
+gpu_ridges = {
+    name: spec["bf16_sparse_tflops"] / 2 / spec["hbm_tbps"]  # FLOP/byte
+    for name, spec in cost.GPU_SPECS.items()
+}
+per_byte = flops["flops_per_byte"]
+roof_rows = {
+    name: {
+        "ridge": ridge,
+        "absorbed": {
+            q: "compute" if q * per_byte["absorbed"] > ridge else "memory"
+            for q in QUERIES
+        },
+    }
+    for name, ridge in gpu_ridges.items()
+}
+glue.value(
+    "roof",
+    {
+        "gpus": roof_rows,
+        "ridge": gpu_ridges,
+        # per byte, with one and with two query tokens per step
+        "absorbed": [q * per_byte["absorbed"] for q in QUERIES],
+        "cached_kv": [q * per_byte["cached_kv"] for q in QUERIES],
+        "sources": {n: s["source"] for n, s in cost.GPU_SPECS.items()},
+        "urls": {n: s["url"] for n, s in cost.GPU_SPECS.items()},
+    },
+)
+glue.table(
+    "latent-ridges",
+    [
+        "GPU",
+        "ridge (FLOP / byte)",
+        f"absorbed, 1 query ({per_byte['absorbed']:.1f})",
+        f"absorbed, 2 queries ({2 * per_byte['absorbed']:.1f})",
+    ],
+    [
+        [name, f"{row['ridge']:.0f}"]
+        + [f"bound by {row['absorbed'][q]}" for q in QUERIES]
+        for name, row in roof_rows.items()
+    ],
+    "lrll",
+)
+
+# %% [markdown]
+# ## Expanded for prefill, absorbed for decoding
+#
+# A chunk of $q$ query tokens against $n$ positions. Expanded, the
+# latents are turned into every head's keys and values once, for all
+# $q$ queries; absorbed, each query pays for its own $W^{UK}_i$ and
+# $W^{UV}_i$ products and every query-position pair costs more. Both
+# from `decode_step_flops` (one query's parts), the projections that
+# both forms share left out; the causal mask is left out too (both
+# forms skip the same pairs).
+
+
+# %%
+def chunk_flops(q, n, absorbed):
+    """Attention FLOPs of q queries over n positions, one layer."""
+    parts = latent_torch.decode_step_flops(V3, n, absorbed)
+    pairs = q * (parts["scores"] + parts["weighted_sum"])
+    up = parts["up_projections"]  # once per chunk, or per query
+    return pairs + (q * up if absorbed else up)
+
+
+PREFILL_N = 4096
+expanded_cheaper = next(  # the fewest queries for which expanding pays
+    q
+    for q in range(1, PREFILL_N + 1)
+    if chunk_flops(q, PREFILL_N, False) <= chunk_flops(q, PREFILL_N, True)
+)
+glue.value(
+    "forms",
+    {
+        "n": PREFILL_N,
+        "expanded_cheaper_from": expanded_cheaper,
+        "prefill_absorbed_over_expanded": chunk_flops(
+            PREFILL_N, PREFILL_N, True
+        )
+        / chunk_flops(PREFILL_N, PREFILL_N, False),
+    },
+)
+
+# %% [markdown]
+# ## The data flow
+#
+# What a token's hidden state becomes, with DeepSeek-V3's widths: the
+# three down-projections, then each head's up-projections. Only the
+# latent $c^{KV}$ and the shared rotary key $k^R$ are cached.
+
+# %%
+FLOW_BOXES = {  # name: (x, y, label, its width); top to bottom
+    "h": (5.0, 12.0, "$h_t$", f"{V3['d_model']:,}"),
+    "cq": (1.6, 8.2, "$c^{Q}_t$", f"{V3['q_lora_rank']:,}"),
+    "ckv": (5.0, 8.2, "$c^{KV}_t$", f"{V3['kv_lora_rank']}"),
+    "kr": (8.3, 8.2, "$k^{R}_t$", f"{V3['qk_rope_head_dim']}"),
+    "q": (1.6, 4.2, "$q^{C}_{t,i}$, $q^{R}_{t,i}$", "query"),
+    "kv": (6.0, 4.2, "$k^{C}_{t,i}$, $v_{t,i}$", "key, value"),
+}
+FLOW_ARROWS = [  # from, to, label, its side, how far down the arrow
+    ("h", "cq", "$W^{DQ}$", "left", 0.5),
+    ("h", "ckv", "$W^{DKV}$", "right", 0.62),
+    ("h", "kr", "$W^{KR}$, RoPE", "right", 0.4),
+    ("cq", "q", "$W^{UQ}_i$\n$W^{QR}_i$", "right", 0.5),
+    ("ckv", "kv", "$W^{UK}_i$\n$W^{UV}_i$", "left", 0.5),
+]
+CACHED = ("ckv", "kr")
+cached_width = V3["kv_lora_rank"] + V3["qk_rope_head_dim"]  # per token
+BOX_H = 1.5  # data units; widths per row
+BOX_W = {"h": 3.0, "cq": 3.0, "ckv": 2.8, "kr": 2.8, "q": 3.1, "kv": 3.1}
+SMALL = 11  # points: a width, an arrow's matrices
+
+
+def flow_box(ax, theme, key, x, y, cached=False, edge=None):
+    from matplotlib.patches import FancyBboxPatch
+
+    w = BOX_W[key]
+    ax.add_patch(
+        FancyBboxPatch(
+            (x - w / 2, y - BOX_H / 2),
+            w,
+            BOX_H,
+            boxstyle="round,pad=0.05",
+            facecolor=theme.series[0] if cached else "none",
+            alpha=0.3 if cached else 1.0,
+            edgecolor=edge or (theme.series[0] if cached else theme.text),
+            linewidth=2.0 if cached else 1.2,
+        )
+    )
+
+
+def draw_flow(fig, theme):
+    from matplotlib.patches import FancyBboxPatch
+
+    ax = fig.subplots()
+    ax.set_xlim(-0.1, 10.2)
+    ax.set_ylim(0.6, 13.0)
+    ax.set_axis_off()
+    for key, (x, y, label, note) in FLOW_BOXES.items():
+        if key in ("q", "kv"):  # stacked copies behind: one per head
+            for shift in (0.3, 0.15):
+                flow_box(
+                    ax, theme, key, x + shift, y + shift, edge=theme.muted
+                )
+        flow_box(ax, theme, key, x, y, cached=key in CACHED)
+        ax.text(x, y + 0.3, label, ha="center", va="center", fontsize=13)
+        ax.text(x, y - 0.4, note, ha="center", va="center", fontsize=SMALL)
+    arrow = {"arrowstyle": "->", "color": theme.text, "lw": 1.3}
+    for start, end, label, side, down in FLOW_ARROWS:
+        (x0, y0, *_), (x1, y1, *_) = FLOW_BOXES[start], FLOW_BOXES[end]
+        tail = (x0 + 0.3 * (x1 - x0) / 3.4, y0 - BOX_H / 2 - 0.1)
+        head = (x1, y1 + BOX_H / 2 + 0.15)
+        ax.annotate("", xy=head, xytext=tail, arrowprops=arrow)
+        mid = [a + down * (b - a) for a, b in zip(tail, head, strict=True)]
+        ax.text(
+            mid[0] + (-0.25 if side == "left" else 0.25),
+            mid[1],
+            label,
+            ha="right" if side == "left" else "left",
+            va="center",
+            fontsize=SMALL,
+        )
+    # the shared rotary key joins every head's content key
+    (x0, y0, *_), (x1, y1, *_) = FLOW_BOXES["kr"], FLOW_BOXES["kv"]
+    ax.annotate(
+        "",
+        xy=(x1 + BOX_W["kv"] / 2 + 0.12, y1),
+        xytext=(x0, y0 - BOX_H / 2 - 0.45),
+        arrowprops={
+            **arrow,
+            "linestyle": "--",
+            "connectionstyle": "angle,angleA=90,angleB=0,rad=0",
+        },
+    )
+    ax.text(
+        x0 - 0.2,
+        6.1,
+        "joins every\nhead's key",
+        fontsize=SMALL,
+        ha="right",
+        va="center",
+    )
+    ax.text(
+        3.8,
+        2.7,
+        "one per head $i$",
+        ha="center",
+        va="center",
+        fontsize=SMALL,
+    )
+    # the cache: a dashed frame around what a decoder keeps
+    left, right = 5.0 - BOX_W["ckv"] / 2, 8.4 + BOX_W["kr"] / 2
+    ax.add_patch(
+        FancyBboxPatch(
+            (left - 0.2, 8.2 - BOX_H / 2 - 0.25),
+            right - left + 0.4,
+            BOX_H + 0.5,
+            boxstyle="round,pad=0.05",
+            facecolor="none",
+            edgecolor=theme.series[1],
+            linestyle="--",
+            linewidth=1.8,
+        )
+    )
+    ax.text(
+        5.0,
+        1.2,
+        f"dashed frame: cached, {cached_width} per token",
+        ha="center",
+        va="center",
+        fontsize=SMALL,
+        color=theme.series[1],
+        fontweight="bold",
+    )
+
+
+glue.figure(
+    "latent-flow",
+    draw_flow,
+    figsize=(3.7, 4.6),
+    alt=(
+        "The data flow of multi-head latent attention with DeepSeek-V3's "
+        f"widths. The hidden state h_t ({V3['d_model']:,} numbers) goes "
+        "through three down-projections: W^DQ to the query latent c^Q "
+        f"({V3['q_lora_rank']:,}), W^DKV to the key-value latent c^KV "
+        f"({V3['kv_lora_rank']}) and W^KR with RoPE to the shared rotary "
+        f"key k^R ({V3['qk_rope_head_dim']}). Per head, W^UQ and W^QR "
+        "turn c^Q into the query's content and rotary parts, and W^UK "
+        "and W^UV turn c^KV into the head's content key and value; k^R "
+        "joins every head's key. A dashed frame marks c^KV and k^R as "
+        f"the only cached parts, {cached_width} numbers per token."
+    ),
 )
 
 # %% [markdown]

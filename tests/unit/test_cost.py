@@ -615,3 +615,85 @@ def test_cost_counts_numpy_ints_as_python_ints_without_wrapping():
     assert cost.kv_cache_bytes(
         np.int64(2**20), 8, 128, np.int64(2**40), 2
     ) == cost.kv_cache_bytes(2**20, 8, 128, 2**40, 2)
+
+
+@pytest.mark.parametrize(
+    ("b", "tk", "n_kv"), [(1, 1, 2), (3, 7, 2), (2, 5, 6)]
+)
+def test_decode_floor_reads_the_weights_and_the_filled_cache(b, tk, n_kv):
+    # float32: the weights are the module's, the cache what a step left
+    d_model, n_head = 12, 6
+    module = _module(d_model, n_head, n_kv, bias=False)
+    cache = kv_cache.KVCache()
+    with torch.no_grad():
+        if tk > 1:
+            kv_cache.cached_step(module, cache, torch.randn(b, tk - 1, 12))
+        kv_cache.cached_step(module, cache, torch.randn(b, 1, d_model))
+    floor = cost.decode_floor(b, tk, d_model, n_head, n_kv, 4, bandwidth=8.0)
+    assert floor["weights"] == sum(p.nbytes for p in module.parameters())
+    assert floor["cache"] == cache.keys.nbytes + cache.values.nbytes
+    assert floor["seconds"] == (floor["weights"] + floor["cache"]) / 8.0
+
+
+def test_decode_floor_of_llama_3_8b_is_mostly_its_weights():
+    # Llama 3 8B's attention layer in bf16 (Llama 3 paper, Table 3)
+    floor = cost.decode_floor(1, 4096, 4096, 32, 8, bandwidth=3.35e12)
+    assert floor["weights"] == 2 * (2 * 4096 * 4096 + 2 * 4096 * 1024)
+    assert floor["weights"] == 5 * floor["cache"]  # 80 MiB against 16
+    assert floor["seconds"] == pytest.approx(96 * 2**20 / 3.35e12)
+
+
+@pytest.mark.parametrize(
+    ("tk", "n_kv", "ridge"),
+    [(1, 8, 295.0), (32, 8, 206.0), (1, 32, 295.0), (16, 2, 100), (3, 4, 1)],
+)
+def test_memory_bound_batch_is_the_first_batch_at_the_ridge(tk, n_kv, ridge):
+    shape = (4096, 32, n_kv)
+    batch = cost.memory_bound_batch(tk, *shape, ridge=ridge)
+
+    def intensity(b):
+        return cost.arithmetic_intensity(b, 1, tk, *shape, cached=True)
+
+    assert intensity(batch) >= ridge
+    assert batch == 1 or intensity(batch - 1) < ridge
+
+
+def test_memory_bound_batch_is_about_the_ridge_while_the_weights_dominate():
+    # an empty cache: a step of B sequences does about B FLOPs per byte
+    for ridge in (206.0, 295.0):
+        batch = cost.memory_bound_batch(1, 4096, 32, 8, ridge=ridge)
+        assert ridge <= batch <= 1.1 * ridge
+
+
+def test_memory_bound_batch_is_none_while_each_cache_dominates():
+    # Llama 3 8B at 4,096 tokens: a sequence's own reads do about G = 4
+    # FLOPs per byte, so no batch reaches a ridge of 206 or 295
+    for ridge in (206.0, 295.0):
+        assert cost.memory_bound_batch(4096, 4096, 32, 8, ridge=ridge) is None
+    huge = cost.arithmetic_intensity(2**40, 1, 4096, 4096, 32, 8, cached=True)
+    assert huge < 206
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf")])
+def test_roofline_functions_refuse_a_rate_that_is_not_positive(bad):
+    with pytest.raises(ValueError, match="bandwidth"):
+        cost.decode_floor(1, 8, 8, 2, bandwidth=bad)
+    with pytest.raises(ValueError, match="ridge"):
+        cost.memory_bound_batch(8, 8, 2, ridge=bad)
+
+
+@pytest.mark.parametrize("bad", ["fast", True, None])
+def test_roofline_functions_refuse_a_rate_that_is_not_a_number(bad):
+    with pytest.raises(TypeError, match="bandwidth"):
+        cost.decode_floor(1, 8, 8, 2, bandwidth=bad)
+    with pytest.raises(TypeError, match="ridge"):
+        cost.memory_bound_batch(8, 8, 2, ridge=bad)
+
+
+def test_roofline_functions_refuse_bad_sizes_and_heads():
+    with pytest.raises(ValueError, match="tk"):
+        cost.decode_floor(1, 0, 8, 2, bandwidth=1.0)
+    with pytest.raises(ValueError, match="n_kv_head=3"):
+        cost.memory_bound_batch(8, 8, 2, 3, ridge=1.0)
+    with pytest.raises(ValueError, match="bytes_per_value"):
+        cost.memory_bound_batch(8, 8, 2, None, 0, ridge=1.0)

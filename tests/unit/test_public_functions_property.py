@@ -1831,6 +1831,69 @@ def saved_activation_case():
     return Case(make, oracle)
 
 
+def rate_of(data):
+    """A bandwidth or ridge point: positive and finite, or faulty."""
+    good = data.draw(st.sampled_from([1.0, 206.0, 3.35e12, np.float32(2)]))
+    return pick(data, good, 0, -1.0, np.nan, np.inf, True, "fast")
+
+
+def good_rate(value):
+    return good_bytes(value) and bool(np.isfinite(value))
+
+
+def roofline_case(function):
+    """decode_floor and memory_bound_batch, from the layer's sizes."""
+
+    def make(data):
+        batch = cost_size(data, data.draw(st.integers(1, 300)))
+        tk = cost_size(data, data.draw(st.integers(1, 40)))
+        d_model, n_head, n_kv, _ = cost_heads(data)
+        value = bytes_per_value_of(data)
+        rate = rate_of(data)
+        if function == "decode_floor":
+            args = (batch, tk, d_model, n_head, n_kv, value)
+            return lambda: (args, {"bandwidth": rate})
+        args = (tk, d_model, n_head, n_kv, value)
+        return lambda: (args, {"ridge": rate})
+
+    def oracle(*args, bandwidth=None, ridge=None):
+        if function == "decode_floor":
+            batch, tk, d_model, n_head, n_kv, value = args
+        else:
+            (tk, d_model, n_head, n_kv, value), batch = args, 1
+        heads = heads64(d_model, n_head, n_kv, None)
+        sizes = (batch, tk, d_model, n_head)
+        if heads is REFUSE or not all(is_size(s) for s in sizes):
+            return REFUSE
+        rate = bandwidth if function == "decode_floor" else ridge
+        if not (good_bytes(value) and good_rate(rate)):
+            return REFUSE
+        tk, d_model, n_head = int(tk), int(d_model), int(n_head)
+        n_kv, d_head = heads
+        weights = 2 * d_model * d_head * (n_head + n_kv) * value
+        if function == "decode_floor":
+            cache = 2 * batch * tk * n_kv * d_head * value
+            return {
+                "weights": np.array(weights, dtype=np.float64),
+                "cache": np.array(cache, dtype=np.float64),
+                "seconds": np.array((weights + cache) / rate),
+            }
+        # per sequence: its K, V read, x read and y written; FLOPs of
+        # the new row's projections and its scores and weighted sum
+        flops = 2 * d_model * d_head * (2 * n_head + 2 * n_kv)
+        flops += 4 * n_head * tk * d_head
+        per_seq = (2 * tk * n_kv * d_head + 2 * d_model) * value
+        if flops <= rate * per_seq:  # no batch reaches the ridge
+            return None
+        near = rate * weights / (flops - rate * per_seq)  # about there
+        for b in range(max(1, math.floor(near) - 2), math.ceil(near) + 3):
+            if b * flops >= rate * (weights + b * per_seq) * (1 - 1e-12):
+                return np.array(b)  # the first batch at the ridge
+        return REFUSE
+
+    return Case(make, oracle)
+
+
 # -- multi-head latent attention (latent_numpy, latent_torch) ------------
 
 
@@ -3017,6 +3080,8 @@ CASES |= {
     "cost.causal_tiles": causal_tiles_case(),
     "cost.kv_cache_bytes": kv_cache_bytes_case(),
     "cost.saved_activation_bytes": saved_activation_case(),
+    "cost.decode_floor": roofline_case("decode_floor"),
+    "cost.memory_bound_batch": roofline_case("memory_bound_batch"),
     "checks_latent.latent_shapes": latent_shapes_case(),
     "checks_latent.state_dict_shapes": state_dict_shapes_case(),
     "latent_numpy.rms_norm": rms_norm_case("numpy"),
@@ -3075,6 +3140,8 @@ ELSEWHERE = {
     "checks_cost.checked": "the guard of every cost function, through them",
     "checks_latent.rms_norm_inputs": "the guard of rms_norm and RMSNorm",
     "checks_cost.NotAnIntegerError": "an exception class, raised by checked",
+    "checks_cost.roofline_inputs": "the guard of decode_floor and "
+    "memory_bound_batch, through them",
     "induction.AttentionOnly": "trains or runs a model: test_induction.py",
     "induction.Segments": "a NamedTuple of induction.repeated_segments",
     "induction.repeated_segments": "induction.corrupt, head_scores",
