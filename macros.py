@@ -8,7 +8,7 @@ four filters format what it holds, and one macro shows a figure:
     << scaling.sqrt_d_head | num >>                   ->  8
     << experiment.all_passed | yesno >>              ->  yes
     << figure("kv-masks") >>                          ->  light and dark SVGs
-    << glossary() >>                                  ->  the glossary's table
+    << glossary() >>                                  ->  the glossary's list
 
 The data is read with `json` (PyYAML would read 1e-07 as a string) just
 before each page is rendered, so it is the data the generation step wrote
@@ -168,12 +168,13 @@ def glossary_entries(path):
 
 
 def glossary_table(entries):
-    """A Markdown table of the entries, A to Z, each term's row anchored
-    (#term-<term>) for a link."""
-    rows = ["| term | what it means |", "|---|---|"]
+    """The entries as a Markdown list, A to Z, each term in bold and
+    anchored (#term-<term>) for a link: a list reads at 390 px, where
+    a two-column table would scroll sideways."""
+    rows = []
     for term, text in sorted(entries, key=lambda e: e[0].casefold()):
         anchor = re.sub(r"[^a-z0-9]+", "-", term.casefold()).strip("-")
-        rows.append(f'| <span id="term-{anchor}"></span>{term} | {text} |')
+        rows.append(f'- <span id="term-{anchor}"></span>**{term}**: {text}')
     return "\n".join(rows)
 
 
