@@ -8,6 +8,7 @@ four filters format what it holds, and one macro shows a figure:
     << scaling.sqrt_d_head | num >>                   ->  8
     << experiment.all_passed | yesno >>              ->  yes
     << figure("kv-masks") >>                          ->  light and dark SVGs
+    << glossary() >>                                  ->  the glossary's list
 
 The data is read with `json` (PyYAML would read 1e-07 as a string) just
 before each page is rendered, so it is the data the generation step wrote
@@ -17,6 +18,7 @@ in this build, not what was there when MkDocs read its config.
 import json
 import math
 import numbers
+import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -130,6 +132,52 @@ def figure(data, name, prefix="", lazy=False):
     raise KeyError(f"no topic drew a figure named {name!r}")
 
 
+# One line of the glossary: a Markdown abbreviation, *[term]: definition.
+ABBREVIATION = re.compile(r"^\*\[(?P<term>[^\]]+)\]:[ \t]*(?P<text>.+)$")
+
+
+def glossary_file(snippets):
+    """The glossary: the file pymdownx.snippets (its settings given)
+    appends to every page (mkdocs.yml, ``auto_append``), the one place
+    a term is defined; relative to the repository root."""
+    files = snippets.get("auto_append") or []
+    if len(files) != 1:
+        raise ValueError(
+            "mkdocs.yml: pymdownx.snippets' auto_append must name the one "
+            f"glossary file, not {files!r}"
+        )
+    return files[0]
+
+
+def glossary_entries(path):
+    """[(term, definition)] of a file of abbreviations, in file order;
+    a line that is neither blank nor an abbreviation raises (it would
+    show on every page)."""
+    entries = []
+    text = Path(path).read_text(encoding="utf-8")
+    for number, line in enumerate(text.splitlines(), 1):
+        match = ABBREVIATION.match(line)
+        if match:
+            entries.append((match["term"], match["text"].strip()))
+        elif line.strip():
+            raise ValueError(
+                f"{path}:{number}: not an abbreviation (*[term]: "
+                f"definition): {line!r}"
+            )
+    return entries
+
+
+def glossary_table(entries):
+    """The entries as a Markdown list, A to Z, each term in bold and
+    anchored (#term-<term>) for a link: a list reads at 390 px, where
+    a two-column table would scroll sideways."""
+    rows = []
+    for term, text in sorted(entries, key=lambda e: e[0].casefold()):
+        anchor = re.sub(r"[^a-z0-9]+", "-", term.casefold()).strip("-")
+        rows.append(f'- <span id="term-{anchor}"></span>**{term}**: {text}')
+    return "\n".join(rows)
+
+
 def load_data(data_dir):
     """Read every <name>.json in data_dir into {name: value}."""
     data_dir = Path(data_dir)
@@ -169,6 +217,13 @@ def define_env(env):
         return figure(env.variables, name, "../" * depth, lazy=True)
 
     env.macro(page_figure, "figure")
+
+    def glossary():
+        root = Path(env.conf.get("config_file_path") or "mkdocs.yml").parent
+        snippets = env.conf["mdx_configs"].get("pymdownx.snippets", {})
+        return glossary_table(glossary_entries(root / glossary_file(snippets)))
+
+    env.macro(glossary, "glossary")
     # From the one setting, repo_url (MHA_REF_REPO_URL): the edit links on
     # branch main (MkDocs would guess master) and the notebook pages'
     # "Open in Colab" button (overrides/main.html). None without it.

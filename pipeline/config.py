@@ -83,6 +83,24 @@ def plugin(name, root=ROOT):
     raise KeyError(f"{MKDOCS_YML} lists no plugin {name!r}")
 
 
+def extension(name, root=ROOT):
+    """A Markdown extension's settings in mkdocs.yml ({} if none)."""
+    for entry in mkdocs_config(root).get("markdown_extensions", []):
+        if isinstance(entry, dict) and name in entry:
+            return entry[name] or {}
+        if entry == name:
+            return {}
+    raise KeyError(f"{MKDOCS_YML} lists no markdown extension {name!r}")
+
+
+def glossary_file(root=ROOT):
+    """The glossary, the file snippets appends to every page."""
+    glue = site_glue()
+    return Path(root) / glue.glossary_file(
+        extension("pymdownx.snippets", root)
+    )
+
+
 def site_url(root=ROOT):
     """The URL the site is built for (``site_url``), ending in /."""
     url = mkdocs_config(root)["site_url"]

@@ -138,6 +138,9 @@ def render(text, data):
     )
     env.filters.update(glue.FILTERS)
     env.globals["figure"] = lambda name: glue.figure(data, name)
+    env.globals["glossary"] = lambda: glue.glossary_table(
+        glue.glossary_entries(config.glossary_file())
+    )
     return env.from_string(text).render(**data)
 
 

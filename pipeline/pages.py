@@ -109,6 +109,15 @@ def page_notebooks(root):
     return recipes
 
 
+def without_front_matter(markdown):
+    """The page after its YAML front matter, whose comments (``# ...``)
+    would read as headings: the title is the page's first ``# `` line."""
+    if not markdown.startswith("---\n"):
+        return markdown
+    end = markdown.find("\n---\n", 3)
+    return markdown if end < 0 else markdown[end + len("\n---\n") :]
+
+
 def page_blocks(markdown):
     """The page's title and its mha_ref includes, in page order.
 
@@ -120,7 +129,7 @@ def page_blocks(markdown):
     """
     title, heading, tab, fenced = None, None, None, False
     blocks, answer = [], None  # answer: the indent of an open answer box
-    for line in markdown.splitlines():
+    for line in without_front_matter(markdown).splitlines():
         indent = len(line) - len(line.lstrip())
         if answer is not None and line.strip() and indent <= answer:
             answer = None  # the box ended

@@ -11,6 +11,8 @@ get the same treatment:
   (notebook_html.py);
 - the search index's formulas become plain text, so no result's snippet
   shows raw TeX (search_index.py);
+- headings lose the glossary's tooltips, which the text under them
+  keeps (glossary_html.py);
 - each page whose notebook the generation step wrote
   (``docs/generated/notebooks/<page>.ipynb``) gets, under its title, the
   line that offers it: open it on the site, download the ``.ipynb``, and
@@ -24,6 +26,7 @@ import sys
 from pathlib import Path
 
 from pipeline import config
+from pipeline.glossary_html import plain_headings
 from pipeline.notebook_html import slim_notebook_pages
 from pipeline.search_index import plain_math_in_search_index
 from pipeline.typeset_math import (
@@ -109,6 +112,7 @@ def main(argv=None):
     offered = offer_notebooks(args.site, os.environ.get("MHA_REF_REPO_URL"))
     slim_notebook_pages(args.site, NOTEBOOKS)
     plain_math_in_search_index(args.site)
+    plain_headings(args.site)
     print(
         f"typeset {count} formulas; {len(offered)} pages offer their "
         f"notebook ({args.site})"

@@ -257,7 +257,7 @@ def draw(fig, theme):
         ax.set_aspect("equal")
         ax.set_xlim(edges[0], edges[-1])
         ax.set_ylim(edges[-1], edges[0])  # row 0 at the top
-        ax.set_title(f"head {head + 1}")
+        ax.set_title(f"head {head}")  # heads count from 0, as in the code
         ax.set_xticks(range(t_heads))
         ax.set_yticks(range(t_heads))
         ax.tick_params(labelsize=7, length=2)
@@ -282,9 +282,9 @@ glue.figure(
         "inputs. Cells above the diagonal are masked (grey, hatched) and "
         "hold zero weight. Each head spreads its weight differently over "
         "the earlier positions: the largest weight in a row, averaged "
-        f"over rows 1 to {t_heads - 1} (counted from 0, as on the axes; "
-        f"row 0 has one key), is {means} for heads 1 to "
-        f"{n_head}."
+        f"over rows 1 to {t_heads - 1} (rows and heads counted from 0, "
+        f"as on the axes; row 0 has one key), is {means} for heads 0 to "
+        f"{n_head - 1}."
     ),
 )
 

@@ -876,7 +876,7 @@ alibi = glue.value(
         "n_head": n_alibi,
         "t": t_alibi,
         "slope_rule_diff": float(np.abs(ours12 - gym12).max()),
-        "slope_rule_head": head + 1,  # counted from 1, as the paper does
+        "slope_rule_head": head,  # counted from 0, as on every page
         "slope_ours": float(ours12[head]),
         "slope_gym": float(gym12[head]),
         "rule_weights_diff": largest(
@@ -893,7 +893,7 @@ alibi = glue.value(
         "symmetric_causal_vs_ours": largest(
             alibi_weights(symmetric), alibi_weights(ours_bias)
         ),
-        # query 0 of head 1 without a mask: its weight on the keys after it
+        # query 0 of head 0 without a mask: its weight on the keys after it
         "unmasked_later_weight": {
             name: float(w[0, 0][later[0]].sum())
             for name, w in unmasked.items()

@@ -433,7 +433,7 @@ def draw_alibi(fig, theme):
             linestyle=styles[h],
             marker="o",
             markersize=3,
-            label=f"head {h + 1}: m = 1/{round(1 / slopes8[h])}",
+            label=f"head {h}: m = 1/{round(1 / slopes8[h])}",
         )
     ax.set_xlabel("key position j (the query is at i = 15)")
     ax.set_ylabel("bias -m (i - j)")
@@ -447,8 +447,8 @@ glue.figure(
     alt=(
         "ALiBi's bias for the query at position 15 over keys 0 to 15, "
         "one line per head of 8: every line is 0 at key 15 and falls "
-        "linearly towards key 0, steeply for head 1 (slope 1/2) and "
-        "barely for head 8 (slope 1/256)."
+        "linearly towards key 0, steeply for head 0 (slope 1/2) and "
+        "barely for head 7 (slope 1/256)."
     ),
 )
 
@@ -496,7 +496,7 @@ alibi = {
     "gym12": gym12,
     "slope_rule_diff": float(np.abs(ours12 - gym12).max()),
     "slope_rule_rel": float(np.abs(ours12 / gym12 - 1).max()),
-    "slope_rule_head": int(np.argmax(np.abs(ours12 - gym12))) + 1,
+    "slope_rule_head": int(np.argmax(np.abs(ours12 - gym12))),
     # the bias alone (q . k = 0)
     "causal_vs_ours": causal_vs_ours,
     "bidirectional_symmetric": largest(
@@ -527,11 +527,11 @@ alibi = glue.value("alibi", alibi)
 glue.table(
     "scores-alibi-slopes",
     [
-        "head h = 1 .. H (attention-gym's h + 1)",
+        "head h (from 0)",
         "ours, BLOOM, MPT",
         "attention-gym",
     ],
-    [[str(h + 1), fmt(ours12[h], 3), fmt(gym12[h], 3)] for h in range(12)],
+    [[str(h), fmt(ours12[h], 3), fmt(gym12[h], 3)] for h in range(12)],
     "rrr",
 )
 

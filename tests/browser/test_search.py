@@ -8,7 +8,17 @@ box, must put that page first. Two things make it so:
   front matter for Zensical), reachable from the page they belong to;
 - each teaching page lists the topics it teaches in its front matter
   (`tags:`), which Material's search weighs above titles and text; a
-  topic belongs to one page (two pages with one tag tie).
+  topic belongs to one page (two pages with one tag tie). The tags are
+  the one place a topic names its page: every tag is a query whose first
+  result must be its page, and every glossary term must be some page's
+  tag (the glossary page's own for the names no other page teaches).
+  Where a word of one page's tag is in another's ("rotary" in "partial
+  rotary"), the page that teaches it carries `search: boost:` too.
+
+Each tag and glossary term is asked of Material's own search worker
+(the script the search box runs, fed the built index, one message per
+query: seconds for all of them); QUERIES, the queries a reader types,
+also go through the search box itself.
 
 The search box is Material's (MkDocs). Zensical 0.0.73 has its own
 widget and ranking, which does not weigh `tags`: there the test types the
@@ -22,6 +32,9 @@ from urllib.parse import urlsplit
 import harness
 import pagecheck
 import pytest
+
+from macros import glossary_entries
+from pipeline import config
 
 pytestmark = pytest.mark.browser
 
@@ -57,6 +70,10 @@ QUERIES = {
     "fully masked row": "edges/",
     "bfloat16": "edges/",
     "interview questions": "review/",
+    "grouped query": "grouped-heads/",
+    "key padding": "edges/",
+    "fp16": "edges/",
+    "parity with PyTorch": "experiment/",
 }
 NOTEBOOKS = "generated/notebooks/"
 
@@ -129,12 +146,61 @@ def first_results(page, engine, queries, after=None):
     return found
 
 
-def index_locations(site):
-    """Every location in the built site's search index, either engine's."""
+# Material's search worker, fed the built index, asked each query in
+# turn: what the search box shows, without typing (Material 9.x's
+# messages: 0 set up, 1 ready, 2 query, 3 result; the result's items
+# are grouped by page, best first).
+_ASK_WORKER = """async (queries) => {
+  const config = JSON.parse(
+    document.getElementById("__config").textContent);
+  const base = new URL(config.base + "/", location.href);
+  const index = await (
+    await fetch(new URL("search/search_index.json", base))).json();
+  const worker = new Worker(new URL(config.search, base));
+  const reply = () => new Promise(resolve => worker.addEventListener(
+    "message", ev => resolve(ev.data), { once: true }));
+  worker.postMessage({ type: 0, data: {
+    config: index.config, docs: index.docs,
+    options: { suggest: false } } });
+  await reply();
+  const found = {};
+  for (const query of queries) {
+    worker.postMessage({ type: 2, data: query });
+    const { data } = await reply();
+    found[query] = data.items.length
+      ? data.items[0][0].location.split("#")[0] : null;
+  }
+  worker.terminate();
+  return found;
+}"""
+
+
+def worker_first_results(page, queries):
+    """{query: location of the first result's page}, from Material's
+    search worker (one call for all the queries)."""
+    return page.evaluate(_ASK_WORKER, list(queries))
+
+
+def tag_pages(site):
+    """{tag: the page whose front matter lists it} from the index."""
+    _, data = _index(site)
+    pages = {}
+    for doc in data.get("docs", []):
+        for tag in doc.get("tags") or []:
+            pages[tag] = doc["location"].split("#")[0]
+    return pages
+
+
+def _index(site):
     mkdocs = site / "search" / "search_index.json"
     zensical = site / "search.json"
     path = mkdocs if mkdocs.is_file() else zensical
-    data = json.loads(path.read_text(encoding="utf-8"))
+    return path, json.loads(path.read_text(encoding="utf-8"))
+
+
+def index_locations(site):
+    """Every location in the built site's search index, either engine's."""
+    path, data = _index(site)
     return path, [
         doc["location"]
         for doc in data.get("docs", []) + (data.get("items", []))
@@ -255,5 +321,40 @@ def test_search_puts_the_teaching_page_first(site_dir, site_origin, open_page):
     problems += recorder.problems()
     assert not problems, (
         f"{len(problems)} of {len(QUERIES)} queries miss:\n"
+        + "\n".join(problems)
+    )
+
+
+def test_every_glossary_term_is_a_tag(site_dir):
+    """A glossary term names the page that teaches it, as its tag."""
+    if (site_dir / "search.json").is_file():
+        pytest.skip("Zensical's index does not weigh tags")
+    tags = {tag.casefold() for tag in tag_pages(site_dir)}
+    terms = [term for term, _ in glossary_entries(config.glossary_file())]
+    untagged = [term for term in terms if term.casefold() not in tags]
+    assert not untagged, (
+        "glossary terms that no page lists in its tags (add each to the "
+        f"page that teaches it, or to glossary.md's): {untagged}"
+    )
+
+
+def test_search_ranks_each_topic_on_its_page(site_dir, site_origin, open_page):
+    """Every tag, glossary term and reader's query, asked of Material's
+    search worker: its first result is the page that teaches it."""
+    if (site_dir / "search.json").is_file():
+        pytest.skip("Zensical's search ranks by its own rules")
+    wanted = tag_pages(site_dir)
+    wanted.update(QUERIES)
+    page, recorder = open_page(site_origin)
+    page.goto(f"{site_origin}/", wait_until="load")
+    found = worker_first_results(page, wanted)
+    problems = [
+        f"{query!r}: first result {found[query]!r}, not {want!r}"
+        for query, want in wanted.items()
+        if (found[query] or "").strip("/") != want.strip("/")
+    ]
+    problems += recorder.problems()
+    assert not problems, (
+        f"{len(problems)} of {len(wanted)} queries miss:\n"
         + "\n".join(problems)
     )

@@ -152,6 +152,11 @@ def content(html, page=""):
                 el.text = _dollars_out(el.text, found.math)
                 if el is not cell:
                     el.tail = _dollars_out(el.tail, found.math)
+    # a glossary tooltip (<abbr>) marks a word, it is not one of its
+    # own: Zensical's notebook pages (Markdown) carry them, mkdocs-
+    # jupyter's do not
+    for abbr in list(article.iter("abbr")):
+        abbr.drop_tag()
     found.text = _squash(" ".join(article.itertext()))
     # a number inside a word (d_k, h2) is not a result
     found.numbers = [n.replace("−", "-") for n in NUMBER.findall(found.text)]

@@ -147,6 +147,24 @@ def test_carried_files_are_found_import_by_import(built):
     ]
 
 
+def test_each_notebook_is_titled_after_its_page():
+    """A notebook's title is "Notebook: " and its page's title (the
+    page's first "# " line, not a comment of its front matter)."""
+    wrong = []
+    for name, recipe in pages.page_notebooks(ROOT).items():
+        text = (ROOT / recipe["page"]).read_text(encoding="utf-8")
+        h1 = next(
+            line[2:]
+            for line in pages.without_front_matter(text).splitlines()
+            if line.startswith("# ")
+        )
+        if recipe["title"] != h1:
+            wrong.append(f"{name}: {recipe['title']!r}, not {h1!r}")
+    assert not wrong, "\n".join(wrong)
+    page = "---\ntags: [a]\n# a comment\n---\n\n# The page\n"
+    assert pages.page_blocks(page) == ([], "The page")
+
+
 def test_notebooks_carry_their_benchmark_part_not_the_report():
     """A page that quotes the benchmark reads its part's own file
     (bench/<part>.json, written beside report.json: bench/report.py,
