@@ -31,6 +31,7 @@ from pathlib import Path
 
 from bench.env import part_environment
 from bench.timing import say
+from mha_ref import cost
 
 LAYER = {"batch": 1, "d_model": 1024, "n_head": 16}
 PREFILL_LENGTHS = (128, 512, 2048)
@@ -38,13 +39,12 @@ DECODE_LENGTHS = (1024, 8192, 65536)  # K and V: 8 MiB to 512 MiB
 MATMUL_N = {"cpu": 2048, "cuda": 8192}
 COPY_BYTES = {"cpu": 2**30, "cuda": 2**31}  # 1 GiB, 2 GiB: past caches
 FLUSH_MIN_BYTES = 2**28  # 256 MiB: the flush when the caches say nothing
-# The published specifications of one GPU: not measured here.
+# The published specifications of one GPU: not measured here, read from
+# the one table the pages use (mha_ref.cost.GPU_SPECS).
 GPU_SPEC = {
     "name": "NVIDIA H200 SXM",
-    "bf16_dense_tflops": 989,  # the sparse figure, halved
-    "bf16_sparse_tflops": 1979,  # the datasheet's, with 2:4 sparsity
-    "hbm_tbps": 4.8,  # HBM3e, 141 GB
-    "source": "NVIDIA's H200 Tensor Core GPU datasheet",
+    **cost.GPU_SPECS["H200 SXM"],
+    "bf16_dense_tflops": cost.GPU_SPECS["H200 SXM"]["bf16_sparse_tflops"] / 2,
 }
 
 
