@@ -210,6 +210,29 @@ def rope_weight(shape, n_head, rotary_dim=None):
             )
 
 
+def rope_checkpoint(state, d_head):
+    """A dict of name -> tensor (module.param names) and a positive int
+    d_head whose multiple every q/k tensor's first axis is."""
+    if not isinstance(state, dict):
+        raise TypeError(
+            f"state must be a dict of name -> tensor, got "
+            f"{type(state).__name__}"
+        )
+    positive_integer(d_head, "d_head")
+    for name, tensor in state.items():
+        if not isinstance(name, str) or name.count(".") < 1:
+            raise ValueError(
+                f"state's names must be 'module.parameter', got {name!r}"
+            )
+        shape = tuple(getattr(tensor, "shape", ()))
+        qk = name.split(".")[-2] in ("q_proj", "k_proj", "q_norm", "k_norm")
+        if qk and (not shape or shape[0] % d_head):
+            raise ValueError(
+                f"state[{name!r}] must have whole heads of d_head = "
+                f"{d_head} on its first axis, got shape {shape}"
+            )
+
+
 def alibi_row(slopes, t):
     """A one-row ALiBi form's inputs: (H,) finite slopes, returned as
     float64, and t >= 1 keys."""

@@ -79,6 +79,29 @@ def interleaved_to_rotate_half(weight, n_head, rotary_dim=None):
     # --8<-- [end:rope-permutation]
 
 
+# --8<-- [start:rope-checkpoint]
+QK_PARTS = ("q_proj", "k_proj", "q_norm", "k_norm")  # transformers' names
+
+
+def checkpoint_to_rotate_half(state, d_head, rotary_dim=None):
+    """An attention layer's weights, from interleaved to rotate-half RoPE.
+
+    state: name -> tensor, with transformers' module names. Every tensor
+    of q_proj or k_proj (weight and bias: Qwen2's biases) or of q_norm
+    or k_norm (QK-norm weights: Qwen3's, (d_head,), shared by the
+    heads) indexes query or key features: each gets the same reorder
+    of the rows of each head. The others (v_proj, o_proj) stay.
+    """
+    checks_conventions.rope_checkpoint(state, d_head)
+    out = dict(state)
+    for name, tensor in state.items():
+        if name.split(".")[-2] in QK_PARTS:
+            heads = tensor.shape[0] // d_head  # 1 for a per-head norm
+            out[name] = interleaved_to_rotate_half(tensor, heads, rotary_dim)
+    return out
+    # --8<-- [end:rope-checkpoint]
+
+
 # --8<-- [start:causal-query-positions]
 def causal_query_positions(tq, tk, align):
     """The positions the Tq queries hold among Tk keys at 0 .. Tk - 1.
@@ -127,7 +150,7 @@ def to_mask_mod(mask):
 
 
 # --8<-- [start:sliding-window-conversions]
-WINDOWS = ("hugging_face", "flash_attn", "attention_gym", "jax")
+WINDOWS = ("hugging_face", "flash_attn", "attention_gym", "jax", "jax_cudnn")
 
 
 def window_from_hugging_face(window, library):
@@ -137,6 +160,8 @@ def window_from_hugging_face(window, library):
     a query sees itself and the W - 1 keys before it, kv > q - W.
     flash-attn's window_size=(left, right) and JAX's local_window_size
     count the keys besides the query itself: (W - 1, 0) with causal.
+    JAX's cuDNN path hands cuDNN sliding_window_length = left + 1,
+    the query included: W again.
     attention-gym's sliding window is q - kv <= W with causal: W - 1.
     (Mistral's reference prefill mask, q - kv <= sliding_window, is
     counted as attention-gym's; its decoding cache holds W keys.)

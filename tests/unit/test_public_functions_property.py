@@ -3064,6 +3064,9 @@ CASES |= {
 # they have no float64 value to compare (a guard, a training loop, a
 # memory measurement, a deliberately wrong pitfall)
 ELSEWHERE = {
+    "conventions.checkpoint_to_rotate_half": "transformers' Qwen2/Qwen3: "
+    "test_conventions.py",
+    "checks_conventions.rope_checkpoint": "its guard: test_conventions.py",
     "checks.attention_arrays": "a guard no mha_ref function calls now",
     "kv_cache.KVCache": "kv_cache.cached_forward",
     "kv_cache.cached_step": "kv_cache.cached_forward",
