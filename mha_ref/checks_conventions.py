@@ -233,6 +233,47 @@ def rope_checkpoint(state, d_head):
             )
 
 
+def score_mod_cap(cap):
+    """A soft-cap for a score_mod: a positive finite number."""
+    if cap is None:
+        raise TypeError("cap must be a positive number, got None")
+    softcap_value(cap)
+
+
+def score_mod_table(table, name, ndim):
+    """A torch tensor of ``ndim`` dimensions, indexed by head first."""
+    if not is_tensor(table):
+        raise TypeError(
+            f"{name} must be a torch.Tensor (a score_mod indexes it with "
+            f"tensors), got {type(table).__name__}"
+        )
+    if table.ndim != ndim:
+        raise ValueError(
+            f"{name} must have {ndim} dimension(s), head first, got shape "
+            f"{tuple(table.shape)}"
+        )
+
+
+def sink_rescale(out, lse, sinks):
+    """FlexAttention's out (B, H, T, d), its lse (B, H, T) and sinks (H,),
+    torch tensors."""
+    for value, name in ((out, "out"), (lse, "lse"), (sinks, "sinks")):
+        if not is_tensor(value):
+            raise TypeError(
+                f"{name} must be a torch.Tensor, got {type(value).__name__}"
+            )
+    shapes = tuple(out.shape), tuple(lse.shape), tuple(sinks.shape)
+    if (
+        out.ndim != 4
+        or shapes[1] != shapes[0][:3]
+        or shapes[2] != (shapes[0][1],)
+    ):
+        raise ValueError(
+            f"out (B, H, T, d), lse (B, H, T) and sinks (H,) must agree, "
+            f"got out {shapes[0]}, lse {shapes[1]}, sinks {shapes[2]}"
+        )
+
+
 def alibi_row(slopes, t):
     """A one-row ALiBi form's inputs: (H,) finite slopes, returned as
     float64, and t >= 1 keys."""

@@ -149,6 +149,58 @@ def to_mask_mod(mask):
     # --8<-- [end:mask-polarity]
 
 
+# --8<-- [start:score-mods]
+def softcap_mod(cap):
+    """attention(..., softcap=cap) as a FlexAttention score_mod."""
+    checks_conventions.score_mod_cap(cap)
+
+    def score_mod(score, b, h, q_idx, kv_idx):  # score: already scaled
+        return cap * torch.tanh(score / cap)  # c tanh(s / c)
+
+    return score_mod
+
+
+def alibi_mod(slopes):
+    """attention(..., bias=alibi_bias(slopes, ...)) as a score_mod."""
+    checks_conventions.score_mod_table(slopes, "slopes", 1)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score - slopes[h] * (q_idx - kv_idx)  # s - m_h (i - j)
+
+    return score_mod
+
+
+def relative_bias_mod(table, t_k):
+    """A learned bias per head and distance i - j, table (H, 2 T_k - 1)
+    indexed from distance -(T_k - 1): bias= of that table's matrix."""
+    checks_conventions.score_mod_table(table, "table", 2)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score + table[h, q_idx - kv_idx + t_k - 1]  # s + b_h(i - j)
+
+    return score_mod
+
+
+def capped_then(first, then):
+    """Two score_mods in Gemma 2's order: the cap first, then the bias."""
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        score = first(score, b, h, q_idx, kv_idx)
+        return then(score, b, h, q_idx, kv_idx)
+
+    return score_mod
+
+
+def with_sinks(out, lse, sinks):
+    """FlexAttention's output and log-sum-exp L (return_aux) as the
+    output of attention(..., sinks=): each row times 1 / (1 + e^(eta - L))
+    = sigmoid(L - eta), the keys' share once the sink joins the row."""
+    checks_conventions.sink_rescale(out, lse, sinks)
+    keep = torch.sigmoid(lse - sinks.view(-1, 1))  # (B, H, T)
+    return out * keep[..., None]  # (B, H, T, d_head)
+    # --8<-- [end:score-mods]
+
+
 # --8<-- [start:sliding-window-conversions]
 WINDOWS = ("hugging_face", "flash_attn", "attention_gym", "jax", "jax_cudnn")
 

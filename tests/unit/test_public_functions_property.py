@@ -3064,6 +3064,14 @@ CASES |= {
 # they have no float64 value to compare (a guard, a training loop, a
 # memory measurement, a deliberately wrong pitfall)
 ELSEWHERE = {
+    "conventions.softcap_mod": "FlexAttention: test_scores_flex.py",
+    "conventions.alibi_mod": "FlexAttention: test_scores_flex.py",
+    "conventions.relative_bias_mod": "FlexAttention: test_scores_flex.py",
+    "conventions.capped_then": "FlexAttention: test_scores_flex.py",
+    "conventions.with_sinks": "FlexAttention's lse: test_scores_flex.py",
+    "checks_conventions.score_mod_cap": "test_scores_flex.py",
+    "checks_conventions.score_mod_table": "test_scores_flex.py",
+    "checks_conventions.sink_rescale": "test_scores_flex.py",
     "conventions.checkpoint_to_rotate_half": "transformers' Qwen2/Qwen3: "
     "test_conventions.py",
     "checks_conventions.rope_checkpoint": "its guard: test_conventions.py",
