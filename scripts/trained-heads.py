@@ -794,13 +794,21 @@ with torch.no_grad():
         )
     )
 layer_1_names = [names[i] for i in layers[1]]
+induction_l1 = [
+    layer_1_names.index(n) for n in induction_heads if n in layer_1_names
+] or list(range(N_HEAD))  # no induction head: all of layer 1
 glue.value(
     "composition",
     {
         "paths": {k: v.tolist() for k, v in paths.items()},
-        "induction": [
-            layer_1_names.index(n) for n in induction_heads if n[:2] == "L1"
-        ],
+        # the induction heads' weight on the copy, per path cut
+        **{
+            f"{path}_range": [
+                min(paths[path][h].item() for h in induction_l1),
+                max(paths[path][h].item() for h in induction_l1),
+            ]
+            for path in paths
+        },
         "k_scores": k_scores,
         "q_scores": q_scores,
         "baseline": baseline,
