@@ -293,6 +293,7 @@ def draw_pairs(fig, theme):
     ax.set_yticks([])
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
+    ax.spines["bottom"].set_bounds(0, fig_d)  # under the features only
 
 
 glue.figure(
