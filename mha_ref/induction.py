@@ -155,10 +155,10 @@ def rule_accuracy(batch, context, vocab):
     # --8<-- [end:rules]
 
 
+# --8<-- [start:train]
 LR = 6e-3  # AdamW's learning rate: the page's models are trained at it
 
 
-# --8<-- [start:train]
 def train(model, steps, generator, batch_size=64, lr=LR):
     """AdamW on fresh random batches; loss and accuracy of each step.
 
