@@ -274,6 +274,15 @@ def sink_rescale(out, lse, sinks):
         )
 
 
+def mask_mod_sizes(**sizes):
+    """A mask_mod's sizes: ints, window/chunk >= 1, the others >= 0."""
+    for name, value in sizes.items():
+        integer(value, name)
+        least = 1 if name in ("window", "chunk") else 0
+        if value < least:
+            raise ValueError(f"{name} must be at least {least}, got {value}")
+
+
 def alibi_row(slopes, t):
     """A one-row ALiBi form's inputs: (H,) finite slopes, returned as
     float64, and t >= 1 keys."""

@@ -201,6 +201,49 @@ def with_sinks(out, lse, sinks):
     # --8<-- [end:score-mods]
 
 
+# --8<-- [start:mask-mods]
+def sliding_window_mod(window, sink_tokens=0):
+    """sliding_window_mask(..., window, sink_tokens) as a mask_mod."""
+    checks_conventions.mask_mod_sizes(window=window, sink_tokens=sink_tokens)
+
+    def mask_mod(b, h, q_idx, kv_idx):  # True = keep
+        near = (q_idx - kv_idx >= 0) & (q_idx - kv_idx < window)
+        return near | ((kv_idx < sink_tokens) & (kv_idx <= q_idx))
+
+    return mask_mod
+
+
+def chunked_mod(chunk):
+    """chunked_mask(..., chunk) as a mask_mod."""
+    checks_conventions.mask_mod_sizes(chunk=chunk)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (q_idx // chunk == kv_idx // chunk) & (kv_idx <= q_idx)
+
+    return mask_mod
+
+
+def prefix_lm_mod(prefix):
+    """prefix_lm_mask(..., prefix) as a mask_mod."""
+    checks_conventions.mask_mod_sizes(prefix=prefix)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (kv_idx < prefix) | (kv_idx <= q_idx)
+
+    return mask_mod
+
+
+def document_mod(ids):
+    """document_mask(ids[q], ids[k]) as a mask_mod; ids (T,) a tensor."""
+    checks_conventions.score_mod_table(ids, "ids", 1)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return ids[q_idx] == ids[kv_idx]
+
+    return mask_mod
+    # --8<-- [end:mask-mods]
+
+
 # --8<-- [start:sliding-window-conversions]
 WINDOWS = ("hugging_face", "flash_attn", "attention_gym", "jax", "jax_cudnn")
 

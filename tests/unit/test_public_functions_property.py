@@ -3064,6 +3064,11 @@ CASES |= {
 # they have no float64 value to compare (a guard, a training loop, a
 # memory measurement, a deliberately wrong pitfall)
 ELSEWHERE = {
+    "conventions.sliding_window_mod": "FlexAttention: test_masks_flex.py",
+    "conventions.chunked_mod": "FlexAttention: test_masks_flex.py",
+    "conventions.prefix_lm_mod": "FlexAttention: test_masks_flex.py",
+    "conventions.document_mod": "FlexAttention: test_masks_flex.py",
+    "checks_conventions.mask_mod_sizes": "test_masks_flex.py",
     "conventions.softcap_mod": "FlexAttention: test_scores_flex.py",
     "conventions.alibi_mod": "FlexAttention: test_scores_flex.py",
     "conventions.relative_bias_mod": "FlexAttention: test_scores_flex.py",
