@@ -290,6 +290,9 @@ def draw_pairs(fig, theme):
     ax.set_ylim(-0.6, len(PAIR_ROWS))
     ax.set_xticks(np.arange(fig_d) + 0.46, [str(j) for j in range(fig_d)])
     ax.set_xlabel("feature of one head")
+    ax.xaxis.set_label_coords(  # centred under the features, not labels
+        (fig_d / 2 + 6.2) / (fig_d + 6.2), -0.22
+    )
     ax.set_yticks([])
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
