@@ -210,6 +210,79 @@ def rope_weight(shape, n_head, rotary_dim=None):
             )
 
 
+def rope_checkpoint(state, d_head):
+    """A dict of name -> tensor (module.param names) and a positive int
+    d_head whose multiple every q/k tensor's first axis is."""
+    if not isinstance(state, dict):
+        raise TypeError(
+            f"state must be a dict of name -> tensor, got "
+            f"{type(state).__name__}"
+        )
+    positive_integer(d_head, "d_head")
+    for name, tensor in state.items():
+        if not isinstance(name, str) or name.count(".") < 1:
+            raise ValueError(
+                f"state's names must be 'module.parameter', got {name!r}"
+            )
+        shape = tuple(getattr(tensor, "shape", ()))
+        qk = name.split(".")[-2] in ("q_proj", "k_proj", "q_norm", "k_norm")
+        if qk and (not shape or shape[0] % d_head):
+            raise ValueError(
+                f"state[{name!r}] must have whole heads of d_head = "
+                f"{d_head} on its first axis, got shape {shape}"
+            )
+
+
+def score_mod_cap(cap):
+    """A soft-cap for a score_mod: a positive finite number."""
+    if cap is None:
+        raise TypeError("cap must be a positive number, got None")
+    softcap_value(cap)
+
+
+def score_mod_table(table, name, ndim):
+    """A torch tensor of ``ndim`` dimensions, indexed by head first."""
+    if not is_tensor(table):
+        raise TypeError(
+            f"{name} must be a torch.Tensor (a score_mod indexes it with "
+            f"tensors), got {type(table).__name__}"
+        )
+    if table.ndim != ndim:
+        raise ValueError(
+            f"{name} must have {ndim} dimension(s), head first, got shape "
+            f"{tuple(table.shape)}"
+        )
+
+
+def sink_rescale(out, lse, sinks):
+    """FlexAttention's out (B, H, T, d), its lse (B, H, T) and sinks (H,),
+    torch tensors."""
+    for value, name in ((out, "out"), (lse, "lse"), (sinks, "sinks")):
+        if not is_tensor(value):
+            raise TypeError(
+                f"{name} must be a torch.Tensor, got {type(value).__name__}"
+            )
+    shapes = tuple(out.shape), tuple(lse.shape), tuple(sinks.shape)
+    if (
+        out.ndim != 4
+        or shapes[1] != shapes[0][:3]
+        or shapes[2] != (shapes[0][1],)
+    ):
+        raise ValueError(
+            f"out (B, H, T, d), lse (B, H, T) and sinks (H,) must agree, "
+            f"got out {shapes[0]}, lse {shapes[1]}, sinks {shapes[2]}"
+        )
+
+
+def mask_mod_sizes(**sizes):
+    """A mask_mod's sizes: ints, window/chunk >= 1, the others >= 0."""
+    for name, value in sizes.items():
+        integer(value, name)
+        least = 1 if name in ("window", "chunk") else 0
+        if value < least:
+            raise ValueError(f"{name} must be at least {least}, got {value}")
+
+
 def alibi_row(slopes, t):
     """A one-row ALiBi form's inputs: (H,) finite slopes, returned as
     float64, and t >= 1 keys."""

@@ -79,6 +79,29 @@ def interleaved_to_rotate_half(weight, n_head, rotary_dim=None):
     # --8<-- [end:rope-permutation]
 
 
+# --8<-- [start:rope-checkpoint]
+QK_PARTS = ("q_proj", "k_proj", "q_norm", "k_norm")  # transformers' names
+
+
+def checkpoint_to_rotate_half(state, d_head, rotary_dim=None):
+    """An attention layer's weights, from interleaved to rotate-half RoPE.
+
+    state: name -> tensor, with transformers' module names. Every tensor
+    of q_proj or k_proj (weight and bias: Qwen2's biases) or of q_norm
+    or k_norm (QK-norm weights: Qwen3's, (d_head,), shared by the
+    heads) indexes query or key features: each gets the same reorder
+    of the rows of each head. The others (v_proj, o_proj) stay.
+    """
+    checks_conventions.rope_checkpoint(state, d_head)
+    out = dict(state)
+    for name, tensor in state.items():
+        if name.split(".")[-2] in QK_PARTS:
+            heads = tensor.shape[0] // d_head  # 1 for a per-head norm
+            out[name] = interleaved_to_rotate_half(tensor, heads, rotary_dim)
+    return out
+    # --8<-- [end:rope-checkpoint]
+
+
 # --8<-- [start:causal-query-positions]
 def causal_query_positions(tq, tk, align):
     """The positions the Tq queries hold among Tk keys at 0 .. Tk - 1.
@@ -126,8 +149,103 @@ def to_mask_mod(mask):
     # --8<-- [end:mask-polarity]
 
 
+# --8<-- [start:score-mods]
+def softcap_mod(cap):
+    """attention(..., softcap=cap) as a FlexAttention score_mod."""
+    checks_conventions.score_mod_cap(cap)
+
+    def score_mod(score, b, h, q_idx, kv_idx):  # score: already scaled
+        return cap * torch.tanh(score / cap)  # c tanh(s / c)
+
+    return score_mod
+
+
+def alibi_mod(slopes):
+    """attention(..., bias=alibi_bias(slopes, ...)) as a score_mod."""
+    checks_conventions.score_mod_table(slopes, "slopes", 1)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score - slopes[h] * (q_idx - kv_idx)  # s - m_h (i - j)
+
+    return score_mod
+
+
+def relative_bias_mod(table, t_k):
+    """A learned bias per head and distance i - j, table (H, 2 T_k - 1)
+    indexed from distance -(T_k - 1): bias= of that table's matrix."""
+    checks_conventions.score_mod_table(table, "table", 2)
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        return score + table[h, q_idx - kv_idx + t_k - 1]  # s + b_h(i - j)
+
+    return score_mod
+
+
+def capped_then(first, then):
+    """Two score_mods in Gemma 2's order: the cap first, then the bias."""
+
+    def score_mod(score, b, h, q_idx, kv_idx):
+        score = first(score, b, h, q_idx, kv_idx)
+        return then(score, b, h, q_idx, kv_idx)
+
+    return score_mod
+
+
+def with_sinks(out, lse, sinks):
+    """FlexAttention's output and log-sum-exp L (return_aux) as the
+    output of attention(..., sinks=): each row times 1 / (1 + e^(eta - L))
+    = sigmoid(L - eta), the keys' share once the sink joins the row."""
+    checks_conventions.sink_rescale(out, lse, sinks)
+    keep = torch.sigmoid(lse - sinks.view(-1, 1))  # (B, H, T)
+    return out * keep[..., None]  # (B, H, T, d_head)
+    # --8<-- [end:score-mods]
+
+
+# --8<-- [start:mask-mods]
+def sliding_window_mod(window, sink_tokens=0):
+    """sliding_window_mask(..., window, sink_tokens) as a mask_mod."""
+    checks_conventions.mask_mod_sizes(window=window, sink_tokens=sink_tokens)
+
+    def mask_mod(b, h, q_idx, kv_idx):  # True = keep
+        near = (q_idx - kv_idx >= 0) & (q_idx - kv_idx < window)
+        return near | ((kv_idx < sink_tokens) & (kv_idx <= q_idx))
+
+    return mask_mod
+
+
+def chunked_mod(chunk):
+    """chunked_mask(..., chunk) as a mask_mod."""
+    checks_conventions.mask_mod_sizes(chunk=chunk)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (q_idx // chunk == kv_idx // chunk) & (kv_idx <= q_idx)
+
+    return mask_mod
+
+
+def prefix_lm_mod(prefix):
+    """prefix_lm_mask(..., prefix) as a mask_mod."""
+    checks_conventions.mask_mod_sizes(prefix=prefix)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return (kv_idx < prefix) | (kv_idx <= q_idx)
+
+    return mask_mod
+
+
+def document_mod(ids):
+    """document_mask(ids[q], ids[k]) as a mask_mod; ids (T,) a tensor."""
+    checks_conventions.score_mod_table(ids, "ids", 1)
+
+    def mask_mod(b, h, q_idx, kv_idx):
+        return ids[q_idx] == ids[kv_idx]
+
+    return mask_mod
+    # --8<-- [end:mask-mods]
+
+
 # --8<-- [start:sliding-window-conversions]
-WINDOWS = ("hugging_face", "flash_attn", "attention_gym", "jax")
+WINDOWS = ("hugging_face", "flash_attn", "attention_gym", "jax", "jax_cudnn")
 
 
 def window_from_hugging_face(window, library):
@@ -137,6 +255,8 @@ def window_from_hugging_face(window, library):
     a query sees itself and the W - 1 keys before it, kv > q - W.
     flash-attn's window_size=(left, right) and JAX's local_window_size
     count the keys besides the query itself: (W - 1, 0) with causal.
+    JAX's cuDNN path hands cuDNN sliding_window_length = left + 1,
+    the query included: W again.
     attention-gym's sliding window is q - kv <= W with causal: W - 1.
     (Mistral's reference prefill mask, q - kv <= sliding_window, is
     counted as attention-gym's; its decoding cache holds W keys.)

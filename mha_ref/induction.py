@@ -112,7 +112,7 @@ def repeated_segments(n, t, vocab, generator, min_len=3):
 # --8<-- [start:corrupt]
 def corrupt(batch, vocab, generator):
     """The same sequences with every token of the first copy changed:
-    the repeat stays, but its earlier occurrence is gone."""
+    the second copy stays, but nothing before it matches it any more."""
     checks_induction.vocab(vocab)  # another token exists: vocab >= 2
     n, t = batch.tokens.shape
     i = torch.arange(t)[None, :]  # (1, T)
@@ -156,7 +156,10 @@ def rule_accuracy(batch, context, vocab):
 
 
 # --8<-- [start:train]
-def train(model, steps, generator, batch_size=64, lr=3e-3):
+LR = 6e-3  # AdamW's learning rate: the page's models are trained at it
+
+
+def train(model, steps, generator, batch_size=64, lr=LR):
     """AdamW on fresh random batches; loss and accuracy of each step.
 
     The loss counts only the tokens that can be copied: the rest of a

@@ -156,6 +156,163 @@ glue.table(
 )
 
 # %% [markdown]
+# ## Biases and QK-norm weights move with the rows
+#
+# Qwen2 adds a bias to the queries and keys; Qwen3 normalises each
+# head's query and key (RMSNorm, a weight per feature) before RoPE.
+# Both index features, so both must follow the reorder:
+# `conventions.checkpoint_to_rotate_half` reorders every tensor of
+# `q_proj`, `k_proj`, `q_norm` and `k_norm`. The attention weights of
+# an interleaved layer, against the rotate-half layer given the
+# converted checkpoint, or one whose biases or norm weights were left
+# as stored.
+
+# %%
+c_heads, c_kv, c_dh, c_t = 4, 2, 8, 8
+c_dm = c_heads * c_dh
+c_pos = torch.arange(c_t)
+c_x = randn(1, c_t, c_dm)  # (B, T, d_model)
+c_mask = torch_ref.causal_mask(c_t)  # (T, T), True = blocked
+
+
+def qwen_like_weights(state, rope):
+    """Attention weights of a Qwen-shaped layer: bias, then per-head
+    RMSNorm (if the state has one), then RoPE, causal, GQA."""
+
+    def heads(part, n):
+        y = c_x @ state[f"{part}_proj.weight"].T + state[f"{part}_proj.bias"]
+        y = y.view(1, c_t, n, c_dh)  # (B, T, n, d_head)
+        if f"{part}_norm.weight" in state:
+            rms = y.pow(2).mean(-1, keepdim=True).add(1e-6).rsqrt()
+            y = state[f"{part}_norm.weight"] * y * rms
+        return rope(y.transpose(1, 2))  # (B, n, T, d_head)
+
+    q, k = heads("q", c_heads), heads("k", c_kv)
+    k = k.repeat_interleave(c_heads // c_kv, 1)  # (B, H, T, d_head)
+    return torch_ref.attention(q, k, k, c_mask)[1]  # (B, H, T, T)
+
+
+checkpoint = {}
+for model, parts in (("qwen2", ()), ("qwen3", ("q_norm", "k_norm"))):
+    state = {
+        "q_proj.weight": randn(c_heads * c_dh, c_dm),
+        "q_proj.bias": randn(c_heads * c_dh),
+        "k_proj.weight": randn(c_kv * c_dh, c_dm),
+        "k_proj.bias": randn(c_kv * c_dh),
+    }
+    state.update({f"{p}.weight": 1 + randn(c_dh) for p in parts})
+    original = qwen_like_weights(
+        state, lambda y: conventions.apply_rope_interleaved(y, c_pos)
+    )
+    converted = conventions.checkpoint_to_rotate_half(state, c_dh)
+    kept = ("bias",) if model == "qwen2" else ("norm.weight",)
+    stale = {  # W_Q, W_K reordered; the biases or norm weights not
+        n: (v if n.endswith(kept) else converted[n]) for n, v in state.items()
+    }
+
+    def half_weights(st):
+        return qwen_like_weights(st, lambda y: torch_ref.apply_rope(y, c_pos))
+
+    checkpoint[model] = {
+        "converted": float((half_weights(converted) - original).abs().max()),
+        "stale": float((half_weights(stale) - original).abs().max()),
+    }
+    print(model, checkpoint[model])
+checkpoint = glue.value("checkpoint", checkpoint)
+
+# %% [markdown]
+# ## Which features pair up
+#
+# Each row is one head's features; a number names the pair a feature
+# belongs to, and a grey cell is passed through unturned.
+
+# %%
+fig_d, fig_r = 12, 8
+
+
+def pair_of(convention):
+    """Pair index of each feature of a head of fig_d; -1 = not turned."""
+    pairs = np.full(fig_d, -1)
+    if convention == "interleaved":
+        pairs[:] = np.arange(fig_d) // 2
+    elif convention == "rotate_half":
+        pairs[:] = np.arange(fig_d) % (fig_d // 2)
+    elif convention == "partial_interleaved":
+        pairs[:fig_r] = np.arange(fig_r) // 2
+    else:  # partial rotate-half
+        pairs[:fig_r] = np.arange(fig_r) % (fig_r // 2)
+    return pairs
+
+
+PAIR_ROWS = (
+    ("interleaved", "interleaved (2i, 2i+1)"),
+    ("rotate_half", "rotate-half (i, i+d/2)"),
+    ("partial_interleaved", f"partial, interleaved, r = {fig_r}"),
+    ("partial_rotate_half", f"partial, rotate-half, r = {fig_r}"),
+)
+pairing = glue.value(
+    "pairing",
+    {
+        "d": fig_d,
+        "r": fig_r,
+        "rows": {c: pair_of(c).tolist() for c, _ in PAIR_ROWS},
+    },
+)
+
+
+def draw_pairs(fig, theme):
+    import matplotlib
+
+    ax = fig.subplots()
+    cmap = matplotlib.colormaps["tab20"]
+    for row, (convention, label) in enumerate(PAIR_ROWS):
+        y = len(PAIR_ROWS) - 1 - row
+        for j, p in enumerate(pairing["rows"][convention]):
+            colour = theme.masked if p < 0 else cmap(2 * p % 20)
+            ax.add_patch(
+                matplotlib.patches.Rectangle(
+                    (j, y + 0.1), 0.92, 0.8, color=colour, lw=0
+                )
+            )
+            text = "-" if p < 0 else str(p)
+            ink = theme.text if p < 0 else theme.text_on(cmap(2 * p % 20))
+            ax.text(
+                j + 0.46,
+                y + 0.5,
+                text,
+                ha="center",
+                va="center",
+                color=ink,
+                fontsize=9,
+            )
+        ax.text(-0.3, y + 0.5, label, ha="right", va="center", fontsize=9)
+    ax.set_xlim(-6.2, fig_d)
+    ax.set_ylim(-0.6, len(PAIR_ROWS))
+    ax.set_xticks(np.arange(fig_d) + 0.46, [str(j) for j in range(fig_d)])
+    ax.set_xlabel("feature of one head")
+    ax.xaxis.set_label_coords(  # centred under the features, not labels
+        (fig_d / 2 + 6.2) / (fig_d + 6.2), -0.22
+    )
+    ax.set_yticks([])
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    ax.spines["bottom"].set_bounds(0, fig_d)  # under the features only
+
+
+glue.figure(
+    "rope-pairs",
+    draw_pairs,
+    alt=(
+        f"Four rows of {fig_d} features each, coloured by the pair they "
+        f"turn in: interleaved pairs neighbours (0 with 1), rotate-half "
+        f"pairs feature i with i + {fig_d // 2}; with a rotated slice of "
+        f"{fig_r}, the last {fig_d - fig_r} features are not turned and "
+        f"rotate-half pairs i with i + {fig_r // 2}"
+    ),
+    figsize=(7.0, 2.4),
+)
+
+# %% [markdown]
 # ## Partial rotary: reorder only the rotated slice
 #
 # A layer that turns adjacent pairs in the first half of each head only,
@@ -766,7 +923,7 @@ qi, kj = pos[:, None], pos[None, :]
 
 def allowed_by(library, value):
     """Each library's documented rule, Tq = Tk: True = the key is read."""
-    if library == "hugging_face":
+    if library in ("hugging_face", "jax_cudnn"):  # W keys, itself included
         return (kj > qi - value) & (kj <= qi)
     if library in ("flash_attn", "jax"):
         left, right = value
@@ -776,6 +933,13 @@ def allowed_by(library, value):
     return (qi - kj <= value) & (qi >= kj)  # attention-gym, with causal
 
 
+WINDOW_NAMES = {
+    "hugging_face": "transformers",
+    "flash_attn": "flash-attn",
+    "attention_gym": "attention-gym",
+    "jax": "JAX's `local_window_size`",
+    "jax_cudnn": "JAX's cuDNN path",
+}
 windows = {}
 for library in conventions.WINDOWS:
     value = conventions.window_from_hugging_face(W, library)
@@ -810,6 +974,9 @@ windows = glue.value(
         "keys_seen": int((~ours_window[-1]).sum()),
         "by": windows,
         "all_same": all(w["same_mask"] for w in windows.values()),
+        "agree": [
+            WINDOW_NAMES[name] for name, w in windows.items() if w["same_mask"]
+        ],
         "mistral_prefill_keys": int(mistral[-1].sum()),
         "mistral_is_unconverted": bool(torch.equal(mistral, wide)),
         "wide_keys": int(wide[-1].sum()),

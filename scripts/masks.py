@@ -530,6 +530,11 @@ mixed = {  # (window layers per full layer, window)
     "gemma3": (5, 1024),
 }
 long_lengths = [4096, 16384, 32768, 131072]
+# the lengths they were trained at: Mistral 7B v0.1, context_len 8192
+# (Jiang et al., 2023, Table 1); Gemma 2, 8192 (Gemma Team, 2024,
+# Table 1); Gemma 3 4B-27B, 131072 after a 32768 pre-training (Gemma
+# Team, 2025, section 2)
+trained = {"mistral": 8192, "gemma2": 8192, "gemma3": 131072}
 
 
 def rolling_entries(t, window):
@@ -565,6 +570,9 @@ glue.value(
         # W - 1 entries at every T >= W - 1, every length of the table
         "rolling_gib": (window_7b - 1) * bytes_per_entry / 2**30,
         "rows": memory_rows,
+        "trained": trained,
+        "longest": long_lengths[-1],
+        "beyond_trained": long_lengths[-1] / trained["mistral"],
     },
 )
 glue.table(

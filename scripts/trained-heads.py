@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 import glue
-from mha_ref import induction
+from mha_ref import induction, torch_ref
 
 torch.set_num_threads(1)  # one thread: the same sums in the same order
 torch.use_deterministic_algorithms(True)
@@ -26,7 +26,8 @@ torch.use_deterministic_algorithms(True)
 LETTERS = "abcdefgh"  # the vocabulary: 8 tokens, shown as letters
 VOCAB, T = len(LETTERS), 24  # tokens, sequence length
 D_MODEL, N_HEAD, N_LAYER = 64, 4, 2
-STEPS, BATCH, LR = 400, 64, 6e-3  # the training budget of every model
+STEPS, BATCH = 400, 64  # the training budget of every model
+LR = induction.LR  # train's default learning rate, the one shown
 # The sweep: the same d_model cut into 1, 2 and 4 heads, three seeds
 # each (seed s: initial weights s, batches from seed 1 + 10 s), every
 # run with the budget above; the four-head seed 0 is the page's model.
@@ -150,7 +151,7 @@ def trained(n_head, seed=0):
     torch.manual_seed(seed)  # the initial weights of this seed
     model = induction.AttentionOnly(VOCAB, T, D_MODEL, n_head, N_LAYER)
     data = torch.Generator().manual_seed(1 + 10 * seed)  # its batches
-    curve = induction.train(model, STEPS, data, batch_size=BATCH, lr=LR)
+    curve = induction.train(model, STEPS, data, batch_size=BATCH)  # lr=LR
     return model.eval(), curve
 
 
@@ -412,8 +413,12 @@ glue.value(
         ],
         "duplicate_pair_drop": accuracy - mean_without(first, second),
         "layer_removed": [mean_without(*heads) for heads in layers],
-        # the largest gap between the two kinds of removal, one head
-        "max_gap": float(np.abs(mean_drop - drop).max()),
+        # the largest gap between the two kinds of removal, one head,
+        # between the points the table shows (rounded as it rounds them)
+        "max_gap": max(
+            abs(float(points(m)) - float(points(z))) / 100
+            for m, z in zip(mean_drop, drop, strict=True)
+        ),
     },
 )
 
@@ -526,12 +531,13 @@ glue.value(
 # ## Patching
 #
 # The corrupted sequences are the held-out ones with every letter of the
-# first copy changed: the repeat is still there, but its earlier
-# occurrence is gone, and the model's answer with it. Denoising runs the
-# corrupted sequences with some heads' outputs taken from the clean run
-# and measures how much of the gap in the right letter's mean
-# log-probability comes back; noising runs the clean sequences with some
-# heads taken from the corrupted run and measures how much is lost.
+# first copy changed: the second copy is still there, but nothing
+# before it matches it any more, and the model's answer is gone.
+# Denoising runs the corrupted sequences with some heads' outputs taken
+# from the clean run and measures how much of the gap in the right
+# letter's mean log-probability comes back; noising runs the clean
+# sequences with some heads taken from the corrupted run and measures
+# how much is lost.
 
 # %%
 corrupted = induction.corrupt(
@@ -587,6 +593,11 @@ embeddings, embeddings_run = noise(*layers[0])
 # the clean tokens, the other layer-0 heads from the corrupted run: the
 # first copy's embeddings and the previous-token head are clean
 both, both_run = noise(*others)
+# and the two-back head clean too: only the remaining layer-0 heads
+# come from the corrupted run
+two_back_head = int(np.argmax(scores["two_back"][:N_HEAD]))  # in layer 0
+rest = [h for h in others if h != two_back_head]
+three, three_run = noise(*rest)
 glue.value(
     "patching",
     {
@@ -609,6 +620,9 @@ glue.value(
         "embeddings": 1 - embeddings,
         "both": 1 - both,
         "both_right": both_run["right"],
+        "two_back_head": names[two_back_head],
+        "three": 1 - three,
+        "three_right": three_run["right"],
         "noised_previous": noised[previous_head],
     },
 )
@@ -686,9 +700,184 @@ glue.table(
             two(1 - both),
             f"{100 * both_run['right']:.1f}",
         ],
+        [
+            f"{names[previous_head]}, {names[two_back_head]} and the "
+            "embeddings",
+            two(1 - three),
+            f"{100 * three_run['right']:.1f}",
+        ],
         ["everything (the clean run)", "1.00", f"{100 * accuracy:.1f}"],
     ],
     "lrr",
+)
+
+# %% [markdown]
+# ## K-composition, measured
+#
+# Layer 1 reads layer 0's output three ways: through its queries, its
+# keys and its values. To see which path the previous-token head's
+# output takes to make layer 1 look at the copy, the build recomputes
+# layer 1's weights with that head's output removed from the residual
+# stream its *keys* read only (K-composition), from the stream its
+# *queries* read only (Q-composition), or from both. Then the weights
+# alone: Elhage et al.'s composition score of the previous-token head's
+# OV map with each layer-1 head's QK map, against the same score for
+# random matrices of the same shapes.
+
+# %%
+with torch.no_grad():
+    x0 = model.embed(held_out.tokens) + model.pos_embed.weight[:T]
+    layer_0 = model.layers[0]
+    full_z0 = clean_heads[0]  # (N, H, T, dh)
+    x1 = x0 + layer_0.wo(layer_0.merge_heads(full_z0))  # (N, T, d)
+    kept = full_z0 * (~flags(previous_head)[0])[:, None, None]
+    x1_without = x0 + layer_0.wo(layer_0.merge_heads(kept))
+    mask = torch_ref.causal_mask(T)
+    layer_1 = model.layers[1]
+
+    def copy_weight(x_query, x_key):
+        """Layer 1's mean weight on the key after the earlier copy, each
+        head, with queries from x_query and keys from x_key."""
+        q, _, _ = layer_1.project(x_query)  # (N, H, T, dh)
+        _, k, _ = layer_1.project(x_key)
+        _, w = torch_ref.attention(q, k, k, mask)  # (N, H, T, T)
+        return w[b_idx, :, q_idx, key].mean(0)  # (H,)
+
+    paths = {
+        "clean": copy_weight(x1, x1),
+        "keys": copy_weight(x1, x1_without),  # K-composition cut
+        "queries": copy_weight(x1_without, x1),  # Q-composition cut
+        "both": copy_weight(x1_without, x1_without),
+    }
+    # composition scores from the weights (rows act on x: x @ W)
+    dh = layer_0.d_head
+
+    def head_cols(w, h):
+        return w.weight.T[:, h * dh : (h + 1) * dh]  # (d, dh)
+
+    wo_rows = layer_0.wo.weight.T[
+        previous_head * dh : (previous_head + 1) * dh
+    ]
+    ov = head_cols(layer_0.wv, previous_head) @ wo_rows  # (d, d)
+
+    def k_score(a, b):
+        """||QK OV^T|| / (||QK|| ||OV||): how much of a head's keys'
+        bilinear form reads what the OV map writes."""
+        return (
+            torch.linalg.matrix_norm(a @ b.T)
+            / torch.linalg.matrix_norm(a)
+            / torch.linalg.matrix_norm(b)
+        ).item()
+
+    qk = [
+        head_cols(layer_1.wq, h) @ head_cols(layer_1.wk, h).T  # (d, d)
+        for h in range(N_HEAD)
+    ]
+    k_scores = [k_score(m, ov) for m in qk]
+    q_scores = [k_score(ov.T, m.T) for m in qk]  # ||OV QK|| / ..: queries
+    rand = torch.Generator().manual_seed(5)
+
+    def random_rank(rows, cols, rank):
+        return torch.randn(rows, rank, generator=rand) @ torch.randn(
+            rank, cols, generator=rand
+        )
+
+    baseline = float(
+        np.mean(
+            [
+                k_score(
+                    random_rank(D_MODEL, D_MODEL, dh),
+                    random_rank(D_MODEL, D_MODEL, dh),
+                )
+                for _ in range(200)
+            ]
+        )
+    )
+layer_1_names = [names[i] for i in layers[1]]
+induction_l1 = [
+    layer_1_names.index(n) for n in induction_heads if n in layer_1_names
+] or list(range(N_HEAD))  # no induction head: all of layer 1
+glue.value(
+    "composition",
+    {
+        "paths": {k: v.tolist() for k, v in paths.items()},
+        # the induction heads' weight on the copy, per path cut
+        **{
+            f"{path}_range": [
+                min(paths[path][h].item() for h in induction_l1),
+                max(paths[path][h].item() for h in induction_l1),
+            ]
+            for path in paths
+        },
+        "k_scores": k_scores,
+        "q_scores": q_scores,
+        "baseline": baseline,
+    },
+)
+glue.table(
+    "trained-heads-composition",
+    [
+        "layer-1 head",
+        "weight on the copy",
+        f"{names[previous_head]} cut from keys",
+        "from queries",
+        "from both",
+        "K-composition score",
+        "Q-composition score",
+    ],
+    [
+        [
+            n,
+            two(paths["clean"][h]),
+            two(paths["keys"][h]),
+            two(paths["queries"][h]),
+            two(paths["both"][h]),
+            two(k_scores[h]),
+            two(q_scores[h]),
+        ]
+        for h, n in enumerate(layer_1_names)
+    ],
+    "lrrrrrr",
+)
+
+# %% [markdown]
+# ## The standard test: repeated random tokens
+#
+# Olsson et al.'s test: a random sequence of 12 letters followed by the
+# same 12 again, nothing else. In the second half every next letter is
+# the one after the earlier occurrence; an induction head puts its
+# weight there (its *induction score*), and a model that copies predicts
+# it.
+
+# %%
+half = T // 2
+first_half = torch.randint(
+    0, VOCAB, (N_EVAL, half), generator=torch.Generator().manual_seed(6)
+)
+i_pos = torch.arange(T)[None, :]
+repeated = induction.Segments(
+    tokens=torch.cat([first_half, first_half], 1),  # (N, T)
+    copy_from=torch.where(
+        (i_pos >= half) & (i_pos < T - 1), i_pos - half + 1, -1
+    ).expand(N_EVAL, T),
+    start=torch.zeros(N_EVAL, dtype=torch.long),
+    length=torch.full((N_EVAL,), half),
+)
+with torch.no_grad():
+    _, rr_weights, _ = model(repeated.tokens)
+_, rr_induction = induction.head_scores(rr_weights, repeated, offset=1)
+glue.value(
+    "repeated_random",
+    {
+        "half": half,
+        "accuracy": induction.accuracy(model, repeated),
+        "induction_score": rr_induction.flatten().tolist(),
+        "induction_range": [
+            min(rr_induction.flatten()[i].item() for i in layers[1]),
+            max(rr_induction.flatten()[i].item() for i in layers[1]),
+        ],
+        "layer_0_max": rr_induction[0].max().item(),
+    },
 )
 
 # %% [markdown]

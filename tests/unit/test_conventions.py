@@ -231,6 +231,98 @@ def test_transformers_rope_pairs_by_model(gen):
     assert modeling_llama.rotate_half(x).tolist()[:2] == [-4.0, -5.0]
 
 
+def interleaved_qwen_layer(state, x, sizes, eps, base):
+    """A Qwen-shaped layer as an interleaved-RoPE code would run it:
+    biases (Qwen2) and per-head QK-norm (Qwen3) before the rotation."""
+    n_head, n_kv_head, d_head = sizes
+    b, t, _ = x.shape
+    positions = torch.arange(t)
+
+    def heads(part, n):
+        y = x @ state[f"{part}_proj.weight"].T
+        if f"{part}_proj.bias" in state:
+            y = y + state[f"{part}_proj.bias"]
+        y = y.view(b, t, n, d_head)  # (B, T, n, d_head)
+        if f"{part}_norm.weight" in state:
+            rms = y.pow(2).mean(-1, keepdim=True).add(eps).rsqrt()
+            y = state[f"{part}_norm.weight"] * (y * rms)
+        return y.transpose(1, 2)  # (B, n, T, d_head)
+
+    q = conventions.apply_rope_interleaved(heads("q", n_head), positions, base)
+    k = conventions.apply_rope_interleaved(
+        heads("k", n_kv_head), positions, base
+    )
+    v = heads("v", n_kv_head)
+    out = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True, enable_gqa=True
+    )  # (B, H, T, d_head)
+    y = out.transpose(1, 2).reshape(b, t, -1) @ state["o_proj.weight"].T
+    return y + state.get("o_proj.bias", 0)  # Qwen3 with attention_bias
+
+
+@pytest.mark.parametrize("model", ["qwen2", "qwen3"])
+def test_checkpoint_to_rotate_half_runs_in_transformers_qwen(gen, model):
+    """An interleaved checkpoint, converted, in transformers 5.24.0's own
+    Qwen2Attention (q/k biases) and Qwen3Attention (q_norm, k_norm)."""
+    import importlib
+
+    module = importlib.import_module(
+        f"transformers.models.{model}.modeling_{model}"
+    )
+    prefix = model.capitalize()
+    config = getattr(module, f"{prefix}Config")(
+        hidden_size=32,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=8,
+        attention_bias=True,
+        rms_norm_eps=1e-6,
+    )
+    config._attn_implementation = "eager"
+    layer = getattr(module, f"{prefix}Attention")(config, 0).double().eval()
+    rotary = getattr(module, f"{prefix}RotaryEmbedding")(config)
+    state = {
+        name: randn(gen, *tensor.shape)
+        for name, tensor in layer.state_dict().items()
+    }  # random, norm weights included: an interleaved checkpoint
+    x = randn(gen, 2, 6, 32)  # (B, T, d_model)
+    base = config.rope_parameters["rope_theta"]
+    expected = interleaved_qwen_layer(state, x, (4, 2, 8), 1e-6, base)
+    position_embeddings = rotary(x, torch.arange(6)[None])
+    mask = torch.full((6, 6), -torch.inf).triu(1)[None, None].double()
+
+    def hf(weights):
+        layer.load_state_dict(weights)
+        with torch.no_grad():
+            return layer(x, position_embeddings, mask)[0]
+
+    converted = conventions.checkpoint_to_rotate_half(state, 8)
+    # transformers' angles (inv_freq) and Qwen3's RMSNorm are float32:
+    # a float32 tolerance, relative to the outputs' size
+    scale = float(expected.abs().max())
+    np.testing.assert_allclose(
+        hf(converted), expected, atol=atol(np.float32) * scale, rtol=0
+    )
+    # W_Q and W_K alone reordered: the biases or norm weights left behind
+    qk_only = {
+        name: converted[name] if name.endswith("proj.weight") else tensor
+        for name, tensor in state.items()
+    }
+    assert (hf(qk_only) - expected).abs().max() > 1e-2
+    assert torch.equal(converted["v_proj.weight"], state["v_proj.weight"])
+
+
+def test_checkpoint_to_rotate_half_refuses_bad_states():
+    with pytest.raises(TypeError, match="state must be a dict"):
+        conventions.checkpoint_to_rotate_half([torch.zeros(8)], 8)
+    with pytest.raises(ValueError, match=r"state\['q_norm.weight'\]"):
+        conventions.checkpoint_to_rotate_half(
+            {"q_norm.weight": torch.zeros(6)}, 4
+        )
+    with pytest.raises(ValueError, match=r"'module\.parameter'"):
+        conventions.checkpoint_to_rotate_half({"weight": torch.zeros(8)}, 4)
+
+
 @pytest.mark.parametrize(
     ("shape", "n_head", "words"),
     [
@@ -390,6 +482,11 @@ def test_window_conversions_follow_each_librarys_rule():
         )
         gym = conventions.window_from_hugging_face(window, "attention_gym")
         assert torch.equal(~((qi - kj <= gym) & (qi >= kj)), ours)
+        # jax.nn.dot_product_attention(implementation="cudnn") passes
+        # sliding_window_length = local_window_size[0] + 1 to cuDNN
+        # (jax/_src/nn/functions.py)
+        cudnn = conventions.window_from_hugging_face(window, "jax_cudnn")
+        assert cudnn == left + 1
         for library in conventions.WINDOWS:
             value = conventions.window_from_hugging_face(window, library)
             back = conventions.window_to_hugging_face(value, library)

@@ -24,7 +24,7 @@ import transformers
 from torch.nn.attention import flex_attention as flex
 from transformers import masking_utils
 
-from mha_ref import numpy_ref, tiled, torch_ref
+from mha_ref import conventions, numpy_ref, tiled, torch_ref
 
 TORCH_VERSION, HF_VERSION = "2.13.0", "5.24.0"
 
@@ -62,24 +62,21 @@ def ours(name, q_pos, k_pos):
     return rules[name]()
 
 
-# the same rules written for FlexAttention: True = allowed, index-wise
+# the same rules as FlexAttention mask_mods (conventions.py, shown on
+# the masks page): True = allowed, index-wise
+FLEX_MODS = {
+    "causal": lambda b, h, q, kv: kv <= q,
+    "sliding_window": conventions.sliding_window_mod(7),
+    "sliding_window_sinks": conventions.sliding_window_mod(5, sink_tokens=3),
+    "chunked": conventions.chunked_mod(8),
+    "prefix_lm": conventions.prefix_lm_mod(20),
+    "document": conventions.document_mod(torch.from_numpy(IDS)),
+    "document_other": conventions.document_mod(torch.from_numpy(OTHER_IDS)),
+}
+
+
 def flex_allowed(name, q, kv):
-    ids, other = torch.from_numpy(IDS), torch.from_numpy(OTHER_IDS)
-    if name == "causal":
-        return kv <= q
-    if name == "sliding_window":
-        return (q - kv >= 0) & (q - kv < 7)
-    if name == "sliding_window_sinks":
-        return ((q - kv >= 0) & (q - kv < 5)) | ((kv < 3) & (kv <= q))
-    if name == "chunked":
-        return (q // 8 == kv // 8) & (kv <= q)
-    if name == "prefix_lm":
-        return (kv < 20) | (kv <= q)
-    if name == "document":
-        return ids[q] == ids[kv]
-    if name == "document_other":
-        return other[q] == other[kv]
-    raise KeyError(name)
+    return FLEX_MODS[name](0, 0, q, kv)
 
 
 def flex_mod(*names):
@@ -245,3 +242,16 @@ def test_or_of_rules_is_hugging_face_and_masks_of_allowed():
         pos, pos, 6
     ) | torch_ref.chunked_mask(pos, pos, 4)
     torch.testing.assert_close(blocked, ~allowed)
+
+
+def test_mask_mod_factories_refuse_bad_sizes():
+    with pytest.raises(ValueError, match="window must be at least 1"):
+        conventions.sliding_window_mod(0)
+    with pytest.raises(TypeError, match="sink_tokens must be an int"):
+        conventions.sliding_window_mod(3, sink_tokens=1.5)
+    with pytest.raises(ValueError, match="chunk must be at least 1"):
+        conventions.chunked_mod(0)
+    with pytest.raises(ValueError, match="prefix must be at least 0"):
+        conventions.prefix_lm_mod(-1)
+    with pytest.raises(TypeError, match="ids must be a torch"):
+        conventions.document_mod([0, 0, 1])

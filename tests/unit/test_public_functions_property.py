@@ -3130,6 +3130,22 @@ CASES |= {
 # they have no float64 value to compare (a guard, a training loop, a
 # memory measurement, a deliberately wrong pitfall)
 ELSEWHERE = {
+    "conventions.sliding_window_mod": "FlexAttention: test_masks_flex.py",
+    "conventions.chunked_mod": "FlexAttention: test_masks_flex.py",
+    "conventions.prefix_lm_mod": "FlexAttention: test_masks_flex.py",
+    "conventions.document_mod": "FlexAttention: test_masks_flex.py",
+    "checks_conventions.mask_mod_sizes": "test_masks_flex.py",
+    "conventions.softcap_mod": "FlexAttention: test_scores_flex.py",
+    "conventions.alibi_mod": "FlexAttention: test_scores_flex.py",
+    "conventions.relative_bias_mod": "FlexAttention: test_scores_flex.py",
+    "conventions.capped_then": "FlexAttention: test_scores_flex.py",
+    "conventions.with_sinks": "FlexAttention's lse: test_scores_flex.py",
+    "checks_conventions.score_mod_cap": "test_scores_flex.py",
+    "checks_conventions.score_mod_table": "test_scores_flex.py",
+    "checks_conventions.sink_rescale": "test_scores_flex.py",
+    "conventions.checkpoint_to_rotate_half": "transformers' Qwen2/Qwen3: "
+    "test_conventions.py",
+    "checks_conventions.rope_checkpoint": "its guard: test_conventions.py",
     "checks.attention_arrays": "a guard no mha_ref function calls now",
     "kv_cache.KVCache": "kv_cache.cached_forward",
     "kv_cache.cached_step": "kv_cache.cached_forward",

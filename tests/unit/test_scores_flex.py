@@ -3,9 +3,10 @@
 torch.nn.attention.flex_attention runs its unfused eager path on the
 CPU, in the inputs' float64; a score_mod(score, b, h, q_idx, kv_idx)
 receives the already scaled score, so the soft-cap, ALiBi and a
-relative bias written as score_mods are our softcap and bias
-arguments. torch 2.13 has no CPU backward for it: gradients are held
-to autograd in test_score_modifiers.py.
+relative bias written as score_mods (conventions.softcap_mod,
+alibi_mod, relative_bias_mod: the scores page shows them) are our
+softcap and bias arguments. torch 2.13 has no CPU backward for it:
+gradients are held to autograd in test_score_modifiers.py.
 """
 
 import math
@@ -58,11 +59,7 @@ def flex(q, k, v, score_mod=None, block_mask=None, **kw):
 def test_flex_softcap_matches_ours(qkv, causal_block_mask):
     q, k, v = qkv
     cap = 2.0
-
-    def softcap(score, b, h, q_idx, kv_idx):
-        return cap * torch.tanh(score / cap)
-
-    want = flex(q, k, v, softcap, causal_block_mask)
+    want = flex(q, k, v, conventions.softcap_mod(cap), causal_block_mask)
     got, _ = torch_ref.attention(
         q, k, v, torch_ref.causal_mask(T), softcap=cap
     )
@@ -72,11 +69,7 @@ def test_flex_softcap_matches_ours(qkv, causal_block_mask):
 def test_flex_alibi_matches_ours(qkv, causal_block_mask):
     q, k, v = qkv
     slopes = torch_ref.alibi_slopes(H)
-
-    def alibi(score, b, h, q_idx, kv_idx):  # attention-gym's form
-        return score + slopes[h] * (kv_idx - q_idx)
-
-    want = flex(q, k, v, alibi, causal_block_mask)
+    want = flex(q, k, v, conventions.alibi_mod(slopes), causal_block_mask)
     bias = torch_ref.alibi_bias(slopes, range(T), range(T))
     got, _ = torch_ref.attention(q, k, v, torch_ref.causal_mask(T), bias=bias)
     np.testing.assert_allclose(got.numpy(), want.numpy(), **TOL)
@@ -87,11 +80,9 @@ def test_flex_relative_bias_and_softcap_match_ours(qkv):
     gen = torch.Generator().manual_seed(5)
     table = torch.randn(H, 2 * T - 1, generator=gen, dtype=torch.float64)
     cap, scale = 4.0, 0.2
-
-    def capped_relative(score, b, h, q_idx, kv_idx):  # cap, then bias
-        score = cap * torch.tanh(score / cap)
-        return score + table[h, q_idx - kv_idx + T - 1]
-
+    capped_relative = conventions.capped_then(
+        conventions.softcap_mod(cap), conventions.relative_bias_mod(table, T)
+    )  # cap, then bias
     want = flex(q, k, v, capped_relative, scale=scale)  # no mask
     distance = torch.arange(T)[:, None] - torch.arange(T)[None, :]
     bias = table[:, distance + T - 1]  # (H, T, T)
@@ -119,8 +110,25 @@ def test_flex_lse_with_a_sink_gives_our_sink_output(qkv, causal_block_mask):
         q, k, v, block_mask=causal_block_mask, return_aux=AuxRequest(lse=True)
     )
     lse = aux.lse  # (B, H, T): the log-sum-exp of each row
-    keep = torch.sigmoid(lse - sinks.view(-1, 1))[..., None]  # (B, H, T, 1)
     got, _ = torch_ref.attention(
         q, k, v, torch_ref.causal_mask(T), sinks=sinks
     )
-    np.testing.assert_allclose(got.numpy(), (out * keep).numpy(), **TOL)
+    want = conventions.with_sinks(out, lse, sinks)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), **TOL)
+
+
+def test_score_mod_factories_refuse_bad_arguments():
+    with pytest.raises(ValueError, match="softcap must be positive"):
+        conventions.softcap_mod(-1.0)
+    with pytest.raises(TypeError, match="cap must be a positive number"):
+        conventions.softcap_mod(None)
+    with pytest.raises(TypeError, match=r"slopes must be a torch\.Tensor"):
+        conventions.alibi_mod([0.5, 0.25])
+    with pytest.raises(ValueError, match=r"got shape \(2, 2\)"):
+        conventions.alibi_mod(torch.ones(2, 2))
+    with pytest.raises(ValueError, match="table must have 2 dimension"):
+        conventions.relative_bias_mod(torch.ones(3), 2)
+    with pytest.raises(ValueError, match=r"lse \(2, 4\)"):
+        conventions.with_sinks(
+            torch.ones(2, 4, 3, 8), torch.ones(2, 4), torch.ones(4)
+        )
