@@ -6,7 +6,7 @@ constructor's after its class in snake case (``rolling_kv_cache``), and
 where two classes of one module share a method name, the class name
 goes first (``rms_norm_forward``). The helpers the doors share, free of
 any one module, sit beside them: ``shapes.py`` (sizes and state_dicts),
-``positions.py`` (chunks and windows of a cache), ``values.py``
+``chunks.py`` (the chunks and window of a cache), ``values.py``
 (numbers and sequences).
 
 Each raises ``ValueError`` or ``TypeError`` naming the argument and its

@@ -15,7 +15,7 @@ from mha_ref.checks import (
     rope_positions,
 )
 from mha_ref.checks_torch import float_tensors, mask_tensor, model_tensors
-from mha_ref.guards.positions import chunk_lengths
+from mha_ref.guards.chunks import chunk_lengths
 from mha_ref.guards.shapes import (
     SHAPE_NAMES,
     latent_shapes,
