@@ -1,218 +1,44 @@
-"""Input checks of the conventions' translations (conventions.py):
-layouts, windows, scales and fill values as each library names them.
+"""Old names of conventions.py's guards, kept importable: the doors are
+in guards/conventions.py (one per public function of conventions.py)."""
 
-Each raises ``ValueError`` or ``TypeError`` naming the argument and its
-shape or value; the checks both frameworks share are in checks.py.
-"""
-
-import numpy as np
-
-from mha_ref.checks import (
-    alibi_inputs,
-    integer,
-    is_tensor,
-    kv_head_split,
-    mask_dtype,
-    no_nan_or_posinf,
-    positive_integer,
-    real_number,
-    rope_head_size,
-    scores_shape,
-    sinks_shape,
-    softcap_value,
+from mha_ref.guards.conventions import (
+    HEAD_LAYOUTS,
+    SCALE_CONVENTIONS,
 )
-from mha_ref.checks_torch import float_tensors, mask_tensor
+from mha_ref.guards.conventions import _alibi_row as alibi_row
+from mha_ref.guards.conventions import _layout as layout
+from mha_ref.guards.conventions import _layout_shape as layout_shape
+from mha_ref.guards.conventions import additive_mask as fill_value
+from mha_ref.guards.conventions import default_scale as scale_convention
+from mha_ref.guards.conventions import (
+    interleaved_to_rotate_half as rope_weight,
+)
+from mha_ref.guards.conventions import kv_head_of as head_layout
+from mha_ref.guards.conventions import learned_sink_as_key as sink_key_inputs
+from mha_ref.guards.conventions import mask_then_softcap as softcap_inputs
+from mha_ref.guards.conventions import rows_without_keys as bool_mask
+from mha_ref.guards.conventions import to_mask_mod as flex_mask
+from mha_ref.guards.conventions import (
+    window_from_hugging_face as window_convention,
+)
+from mha_ref.guards.conventions import (
+    window_to_hugging_face as window_value,
+)
 
-
-def window_convention(window, library, libraries):
-    """A Hugging Face sliding window W >= 1 and a library to express it in."""
-    positive_integer(window, "window")
-    if library not in libraries:
-        raise ValueError(
-            f"library must be one of {libraries}, got {library!r}"
-        )
-
-
-def window_value(value, library, libraries):
-    """Another library's causal window: (left >= 0, 0) or an int >= 0."""
-    if library not in libraries:
-        raise ValueError(
-            f"library must be one of {libraries}, got {library!r}"
-        )
-    if library in ("flash_attn", "jax"):
-        if not isinstance(value, tuple | list) or len(value) != 2:
-            raise TypeError(
-                f"{library}'s window is a pair (left, right), got {value!r}"
-            )
-        integer(value[0], "left")
-        integer(value[1], "right")
-        if value[0] < 0 or value[1] != 0:
-            raise ValueError(
-                f"a causal sliding window is (left >= 0, right = 0) in "
-                f"{library}'s terms, got {tuple(value)}; right > 0 lets a "
-                f"query see later keys, -1 means unlimited"
-            )
-        return
-    integer(value, "window")
-    least = 0 if library == "attention_gym" else 1
-    if value < least:
-        raise ValueError(
-            f"{library}'s window must be at least {least}, got {value}"
-        )
-
-
-def layout_shape(shape, ndim, layout):
-    """A tensor of the layout named, e.g. 4-D for (B, T, H, d)."""
-    if len(tuple(shape)) != ndim:
-        raise ValueError(
-            f"expected a {ndim}-D tensor {layout}, got shape {tuple(shape)}"
-        )
-
-
-def layout(x, ndim, layout):
-    """A tensor or a NumPy array of the layout named (layout_shape)."""
-    if not (is_tensor(x) or isinstance(x, np.ndarray)):
-        raise TypeError(
-            f"x must be a torch.Tensor or a NumPy array {layout}, got "
-            f"{type(x).__name__}"
-        )
-    layout_shape(x.shape, ndim, layout)
-
-
-def bool_mask(mask):
-    """A boolean mask (True = blocked), a tensor or a NumPy array."""
-    if not (is_tensor(mask) or isinstance(mask, np.ndarray)):
-        raise TypeError(
-            f"mask must be a boolean torch.Tensor or NumPy array, got "
-            f"{type(mask).__name__}"
-        )
-    mask_dtype(mask.dtype)
-    if len(tuple(mask.shape)) < 1:
-        raise ValueError("mask must have a keys axis (..., Tk), got 0-d")
-
-
-def sink_key_inputs(k, v, sinks):
-    """k, v as float_tensors checks them, agreeing in shape; sinks a 1-D
-    float tensor (H,), one per head, of one dtype with them, -inf
-    allowed (no sink), no NaN or +inf."""
-    float_tensors(k=k, v=v)
-    if not is_tensor(sinks) or sinks.dtype != k.dtype or sinks.dim() != 1:
-        shape = tuple(getattr(sinks, "shape", ()))
-        raise TypeError(
-            f"sinks must be a 1-D tensor (H,) of k's dtype {k.dtype}, got "
-            f"{type(sinks).__name__} {getattr(sinks, 'dtype', '')} {shape}"
-        )
-    no_nan_or_posinf(sinks.detach().cpu().double().numpy(), "sinks", "none")
-    sinks_shape(sinks.shape, scores_shape(k.shape, k.shape, v.shape))
-
-
-def flex_mask(mask):
-    """A mask for to_mask_mod: bool (True = blocked), (Tq, Tk)."""
-    mask_dtype(mask.dtype)
-    layout_shape(mask.shape, 2, "(Tq, Tk)")
-
-
-def softcap_inputs(scores, mask, softcap):
-    """mask_then_softcap's inputs: finite float scores, a bool mask that
-    broadcasts to them (returned expanded), a positive finite softcap."""
-    softcap_value(softcap)
-    float_tensors(scores=scores)  # the raw scores: finite
-    return mask_tensor(mask, scores.shape, scores.device, "zero")
-
-
-HEAD_LAYOUTS = ("consecutive", "strided")
-
-
-def head_layout(n_head, n_kv_head, layout):
-    """n_head query heads sharing n_kv_head key/value heads (it divides
-    n_head), consecutive or strided."""
-    positive_integer(n_head, "n_head")
-    kv_head_split(n_head, n_kv_head)
-    if layout not in HEAD_LAYOUTS:
-        raise ValueError(
-            f"layout must be one of {HEAD_LAYOUTS}, got {layout!r}"
-        )
-
-
-SCALE_CONVENTIONS = ("sqrt", "gemma", "t5")
-
-
-def scale_convention(d_head, convention, query_pre_attn_scalar):
-    """A scale convention and what it needs: Gemma's query_pre_attn_scalar."""
-    positive_integer(d_head, "d_head")
-    if convention not in SCALE_CONVENTIONS:
-        raise ValueError(
-            f"convention must be one of {SCALE_CONVENTIONS}, got "
-            f"{convention!r}"
-        )
-    if convention == "gemma":
-        value = real_number(query_pre_attn_scalar, "query_pre_attn_scalar")
-        if not (np.isfinite(value) and value > 0):
-            raise ValueError(
-                f"query_pre_attn_scalar must be positive and finite, got "
-                f"{query_pre_attn_scalar}"
-            )
-
-
-def fill_value(mask, fill, dtype):
-    """A fill for blocked scores: "-inf", "min" or a number, as a float,
-    for a bool mask (True = blocked).
-
-    ``dtype``: a torch floating dtype; a number it cannot hold (-1e9 in
-    float16) is refused, where masked_fill would raise a RuntimeError.
-    """
-    import torch  # only the torch converters call this
-
-    if not is_tensor(mask):
-        raise TypeError(
-            f"mask must be a torch.Tensor of dtype torch.bool (the result "
-            f"is a {dtype} tensor), got {type(mask).__name__}; convert "
-            f"with torch.as_tensor(mask)"
-        )
-    mask_dtype(mask.dtype)
-
-    if not (isinstance(dtype, torch.dtype) and dtype.is_floating_point):
-        raise TypeError(f"dtype must be a torch floating dtype, got {dtype}")
-    info = torch.finfo(dtype)
-    if fill == "-inf":
-        return float("-inf")
-    if fill == "min":
-        return info.min
-    value = real_number(fill, "fill")
-    if not np.isfinite(value) or not info.min <= value <= info.max:
-        raise ValueError(
-            f"fill {fill!r} does not fit {dtype} (finite values from "
-            f"{info.min} to {info.max}); use '-inf' or 'min'"
-        )
-    return value
-
-
-def rope_weight(shape, n_head, rotary_dim=None):
-    """W_Q or W_K, (n_head * d_head, d_model), or its bias (n_head *
-    d_head,): whole heads of an even size, for the RoPE pair reorder;
-    rotary_dim, None or an even int 2 .. d_head."""
-    shape = tuple(shape)
-    positive_integer(n_head, "n_head")
-    if len(shape) not in (1, 2) or shape[0] % n_head:
-        raise ValueError(
-            f"a W_Q or W_K weight (n_head * d_head, d_model) or its bias "
-            f"(n_head * d_head,) with n_head = {n_head}: the rows must "
-            f"split into n_head heads, got shape {shape}"
-        )
-    rope_head_size(shape[0] // n_head)
-    if rotary_dim is not None:
-        d_head = shape[0] // n_head
-        integer(rotary_dim, "rotary_dim")
-        if rotary_dim < 2 or rotary_dim > d_head or rotary_dim % 2:
-            raise ValueError(
-                f"rotary_dim must be even and 2 .. d_head={d_head}, got "
-                f"rotary_dim={rotary_dim}"
-            )
-
-
-def alibi_row(slopes, t):
-    """A one-row ALiBi form's inputs: (H,) finite slopes, returned as
-    float64, and t >= 1 keys."""
-    positive_integer(t, "t")
-    slopes, _, _ = alibi_inputs(slopes, range(t), range(t), np.asarray)
-    return slopes.astype(np.float64)
+__all__ = [
+    "HEAD_LAYOUTS",
+    "SCALE_CONVENTIONS",
+    "alibi_row",
+    "bool_mask",
+    "fill_value",
+    "flex_mask",
+    "head_layout",
+    "layout",
+    "layout_shape",
+    "rope_weight",
+    "scale_convention",
+    "sink_key_inputs",
+    "softcap_inputs",
+    "window_convention",
+    "window_value",
+]
