@@ -71,10 +71,10 @@ def compose(root, name, recipe):
         cell.metadata["tags"] = [carry_tag()]
         cell.metadata["jupyter"] = {"source_hidden": True}
         cells.append(cell)
-    modules = [  # not glue.py, nor a named file (bench/report.json)
+    modules = [  # not glue.py, a named file (bench/report.json), guards/
         Path(f).stem
         for f in recipe["files"][1:]
-        if f.startswith(f"{config.MHA_REF}/")
+        if Path(f).parent.as_posix() == config.MHA_REF
     ]
     if modules:
         cells.append(

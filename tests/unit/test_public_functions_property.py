@@ -3016,8 +3016,8 @@ CASES |= {
     "cost.causal_tiles": causal_tiles_case(),
     "cost.kv_cache_bytes": kv_cache_bytes_case(),
     "cost.saved_activation_bytes": saved_activation_case(),
-    "checks_latent.latent_shapes": latent_shapes_case(),
-    "checks_latent.state_dict_shapes": state_dict_shapes_case(),
+    "guards.shapes.latent_shapes": latent_shapes_case(),
+    "guards.shapes.state_dict_shapes": state_dict_shapes_case(),
     "latent_numpy.rms_norm": rms_norm_case("numpy"),
     "latent_torch.RMSNorm": rms_norm_case("torch"),
     "latent_torch.rope_on_the_content_keys": content_keys_case(),
@@ -3071,9 +3071,8 @@ ELSEWHERE = {
     "kv_cache.rolling_step": "kv_cache.cached_forward#window",
     "latent_torch.LatentCache": "latent_torch.cached_latent_forward",
     "latent_torch.cached_latent_step": "latent_torch.cached_latent_forward",
-    "checks_cost.checked": "the guard of every cost function, through them",
-    "checks_latent.rms_norm_inputs": "the guard of rms_norm and RMSNorm",
-    "checks_cost.NotAnIntegerError": "an exception class, raised by checked",
+    "guards.shapes.rms_norm_inputs": "the guard of rms_norm and RMSNorm",
+    "guards.cost.NotAnIntegerError": "an exception class, raised by checked",
     "induction.AttentionOnly": "trains or runs a model: test_induction.py",
     "induction.Segments": "a NamedTuple of induction.repeated_segments",
     "induction.repeated_segments": "induction.corrupt, head_scores",
@@ -3163,50 +3162,69 @@ UNREGISTERED = set()
 
 
 def public_functions():
-    """module.name of every public function and class of mha_ref."""
+    """module.name of every public function and class of mha_ref, and
+    guards.module.name of those of mha_ref/guards/."""
     found = set()
-    for info in pkgutil.iter_modules(mha_ref.__path__):
-        module = importlib.import_module(f"mha_ref.{info.name}")
+    for info in pkgutil.walk_packages(mha_ref.__path__, "mha_ref."):
+        module = importlib.import_module(info.name)
+        short = info.name.removeprefix("mha_ref.")
         for name, obj in vars(module).items():
             defined_here = getattr(obj, "__module__", None) == module.__name__
             if not name.startswith("_") and callable(obj) and defined_here:
-                found.add(f"{info.name}.{name}")
+                found.add(f"{short}.{name}")
     return found
 
 
+MHA_REF = Path(mha_ref.__file__).parent
 GUARD_MODULES = {  # each guard module: the one name code calls it by
-    path.stem for path in Path(mha_ref.__file__).parent.glob("checks*.py")
+    path.stem for path in MHA_REF.glob("checks*.py")
 }
 
 
+def _guard_home(module):
+    # "mha_ref.guards.kv_cache" -> "guards.kv_cache"; "mha_ref.checks_x"
+    # -> "checks_x"; None for a module that holds no guards
+    parts = module.split(".")
+    if parts[:2] == ["mha_ref", "guards"] and len(parts) == 3:
+        return f"guards.{parts[2]}"
+    return parts[-1] if parts[-1] in GUARD_MODULES else None
+
+
 def guards_called_elsewhere():
-    """module.<name> for each guard a mha_ref module calls (checks.name
-    in another module, or name() in a guard module: its own guards and
-    those it imports from another)."""
+    """module.<name> for each guard a mha_ref module calls: checks.name,
+    or check.name after ``from mha_ref.guards import kv_cache as check``
+    (guards.kv_cache.name), in any module; name() of a function imported
+    from a guard module; and, in a guard module (checks*.py,
+    guards/*.py), name() of its own."""
     called = set()
-    for path in Path(mha_ref.__file__).parent.glob("*.py"):
+    for path in (*MHA_REF.glob("*.py"), *MHA_REF.glob("guards/*.py")):
         tree = ast.parse(path.read_text("utf-8"))
-        if path.stem in GUARD_MODULES:
-            homes = {  # name -> guard module, for the names it imports
-                alias.name: node.module.split(".")[-1]
-                for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.module
-                for alias in node.names
-            }
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and isinstance(
-                    node.func, ast.Name
-                ):
-                    name = node.func.id
-                    called.add(f"{homes.get(name, path.stem)}.{name}")
-            continue
+        in_guards = path.parent.name == "guards"
+        here = f"guards.{path.stem}" if in_guards else path.stem
+        modules = {name: name for name in GUARD_MODULES}  # local -> home
+        homes = {}  # a local name -> (guard module, its name there)
         for node in ast.walk(tree):
-            if (
+            if not (isinstance(node, ast.ImportFrom) and node.module):
+                continue
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if node.module == "mha_ref.guards":
+                    modules[local] = f"guards.{alias.name}"
+                elif home := _guard_home(node.module):
+                    homes[local] = (home, alias.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                name = node.func.id
+                if name in homes:
+                    called.add("{}.{}".format(*homes[name]))
+                elif in_guards or path.stem in GUARD_MODULES:
+                    called.add(f"{here}.{name}")
+            elif (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)
-                and node.value.id in GUARD_MODULES
+                and node.value.id in modules
             ):
-                called.add(f"{node.value.id}.{node.attr}")
+                called.add(f"{modules[node.value.id]}.{node.attr}")
     return called
 
 
