@@ -3064,7 +3064,6 @@ CASES |= {
 # they have no float64 value to compare (a guard, a training loop, a
 # memory measurement, a deliberately wrong pitfall)
 ELSEWHERE = {
-    "checks.attention_arrays": "a guard no mha_ref function calls now",
     "kv_cache.KVCache": "kv_cache.cached_forward",
     "kv_cache.cached_step": "kv_cache.cached_forward",
     "kv_cache.RollingKVCache": "kv_cache.cached_forward#window",
