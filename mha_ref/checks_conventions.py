@@ -1,6 +1,8 @@
 """Old names of conventions.py's guards, kept importable: the doors are
 in guards/conventions.py (one per public function of conventions.py)."""
 
+# ruff: noqa: F401 (each name is re-exported)
+
 from mha_ref.guards.conventions import (
     HEAD_LAYOUTS,
     SCALE_CONVENTIONS,
@@ -24,21 +26,3 @@ from mha_ref.guards.conventions import (
 from mha_ref.guards.conventions import (
     window_to_hugging_face as window_value,
 )
-
-__all__ = [
-    "HEAD_LAYOUTS",
-    "SCALE_CONVENTIONS",
-    "alibi_row",
-    "bool_mask",
-    "fill_value",
-    "flex_mask",
-    "head_layout",
-    "layout",
-    "layout_shape",
-    "rope_weight",
-    "scale_convention",
-    "sink_key_inputs",
-    "softcap_inputs",
-    "window_convention",
-    "window_value",
-]

@@ -1,6 +1,6 @@
 """Old name of embedding.py's guard, kept importable: the door is in
 guards/embedding.py."""
 
-from mha_ref.guards.embedding import embed
+# ruff: noqa: F401 (each name is re-exported)
 
-__all__ = ["embed"]
+from mha_ref.guards.embedding import embed

@@ -2,6 +2,8 @@
 the doors are in guards/latent_numpy.py and guards/latent_torch.py, the
 sizes both mirrors check in guards/shapes.py."""
 
+# ruff: noqa: F401 (each name is re-exported)
+
 from mha_ref.guards.latent_numpy import forward as forward_arrays
 from mha_ref.guards.latent_numpy import load_state_dict as state_dict_arrays
 from mha_ref.guards.latent_numpy import rms_norm as rms_norm_arrays
@@ -14,16 +16,3 @@ from mha_ref.guards.shapes import (
     rms_norm_inputs,
     state_dict_shapes,
 )
-
-__all__ = [
-    "SHAPE_NAMES",
-    "forward_arrays",
-    "forward_tensors",
-    "latent_shapes",
-    "rms_norm_arrays",
-    "rms_norm_inputs",
-    "rms_norm_size",
-    "rms_norm_tensor",
-    "state_dict_arrays",
-    "state_dict_shapes",
-]

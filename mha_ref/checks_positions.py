@@ -1,6 +1,8 @@
 """Old names of positions.py's guards, kept importable: the doors are in
 guards/positions.py (one per public function of positions.py)."""
 
+# ruff: noqa: F401 (each name is re-exported)
+
 from mha_ref.guards.positions import (
     REQUIRED,
     ROPE_KEYS,
@@ -14,19 +16,3 @@ from mha_ref.guards.positions import sinusoidal_encoding as sinusoid
 from mha_ref.guards.positions import t5_bias as t5_table
 from mha_ref.guards.positions import t5_relative_bucket as t5_relative
 from mha_ref.guards.values import count, even_size, integers
-
-__all__ = [
-    "REQUIRED",
-    "ROPE_KEYS",
-    "ROPE_TYPES",
-    "SHARED_KEYS",
-    "count",
-    "even_size",
-    "integers",
-    "rope_scaling",
-    "sinusoid",
-    "t5_buckets",
-    "t5_relative",
-    "t5_table",
-    "temperature",
-]

@@ -1,6 +1,8 @@
 """Old names of serving.py's guards, kept importable: the doors are in
 guards/serving.py (one per public function of serving.py)."""
 
+# ruff: noqa: F401 (each name is re-exported)
+
 from mha_ref.guards.serving import _int_values as int_values
 from mha_ref.guards.serving import _known as known
 from mha_ref.guards.serving import _offsets as offsets
@@ -14,19 +16,3 @@ from mha_ref.guards.serving import split_kv_decode as split_inputs
 from mha_ref.guards.serving import tree_mask as tree_inputs
 from mha_ref.guards.serving import varlen_attention as varlen_inputs
 from mha_ref.guards.serving import verify_greedy as verify_inputs
-
-__all__ = [
-    "append_inputs",
-    "cache_sizes",
-    "fork_ids",
-    "int_values",
-    "known",
-    "offsets",
-    "paged_inputs",
-    "partials",
-    "sequence_id",
-    "split_inputs",
-    "tree_inputs",
-    "varlen_inputs",
-    "verify_inputs",
-]
