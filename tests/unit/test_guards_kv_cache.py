@@ -30,6 +30,11 @@ def test_kv_cache_examples_refuse_too_few_values(example, n_new):
 
 
 @EXAMPLES
+def test_kv_cache_examples_refuse_values_that_are_not_numbers(example, n_new):
+    with pytest.raises(TypeError, match=r"values must be a sequence of real"):
+        example(("a", "b", "c"))
+
+
 @pytest.mark.parametrize(
     ("values", "error", "words"),
     [
@@ -38,11 +43,9 @@ def test_kv_cache_examples_refuse_too_few_values(example, n_new):
         (((1.0, 2.0), (3.0, 4.0)), TypeError, r"one per key"),
     ],
 )
-def test_kv_cache_examples_refuse_values_that_are_not_numbers(
-    example, n_new, values, error, words
-):
+def test_each_value_that_is_not_a_number_is_refused(values, error, words):
     with pytest.raises(error, match=words):
-        example(values)
+        kv_cache.cached_attention_example(values)
 
 
 def test_cached_attention_example_needs_a_key_per_new_query():
