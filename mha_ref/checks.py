@@ -721,22 +721,6 @@ def mask_array(mask, scores_shape, empty_rows="raise"):
     return mask
 
 
-def attention_arrays(q, k, v, mask=None, empty_rows="raise"):
-    """The guards of a NumPy attention function, in one call.
-
-    Returns q, k and v as float arrays (see float_arrays) and the mask
-    broadcast to the scores (..., Tq, Tk), or None. Raises if a shape
-    does not fit, or (empty_rows="raise") a row has every key masked.
-    A key-padding mask is (B, 1, 1, Tk): a 2-D mask means (Tq, Tk).
-    """
-    empty_rows_option(empty_rows)
-    q, k, v = float_arrays(q=q, k=k, v=v)
-    shape = scores_shape(q.shape, k.shape, v.shape)
-    if mask is not None:
-        mask = mask_array(mask, shape, empty_rows)
-    return q, k, v, mask
-
-
 # Score modifiers of attention (scale, softcap, bias, sinks): guards.
 
 

@@ -21,7 +21,8 @@ the grouped-query head map, scale defaults and fill values.
 import numpy as np
 import torch
 
-from mha_ref import checks, checks_conventions, numpy_ref
+from mha_ref import numpy_ref
+from mha_ref.guards import conventions as check
 
 
 # --8<-- [start:rope-interleaved]
@@ -34,8 +35,8 @@ def apply_rope_interleaved(x, positions, base=10000.0, rotary_dim=None):
     rotary_dim r: only the first r features turn, at base ** (-2 i / r),
     the rest pass through (GLM's partial rotary).
     """
-    x, positions, _, r = checks.rotary_arguments(
-        x, positions, base, torch.as_tensor, None, rotary_dim
+    x, positions, r = check.apply_rope_interleaved(
+        x, positions, base, rotary_dim
     )
     if not x.is_floating_point():  # int or bool x: rotate in float32
         x = x.to(torch.promote_types(x.dtype, torch.float32))
@@ -68,7 +69,7 @@ def interleaved_to_rotate_half(weight, n_head, rotary_dim=None):
     turns interleaved features into.
     A torch tensor or a NumPy array; the result is of the same kind.
     """
-    checks_conventions.rope_weight(weight.shape, n_head, rotary_dim)
+    check.interleaved_to_rotate_half(weight.shape, n_head, rotary_dim)
     d_head = weight.shape[0] // n_head
     r = d_head if rotary_dim is None else rotary_dim  # the rotated slice
     rows = np.arange(weight.shape[0]).reshape(n_head, d_head)  # (H, d_head)
@@ -92,7 +93,7 @@ def checkpoint_to_rotate_half(state, d_head, rotary_dim=None):
     heads) indexes query or key features: each gets the same reorder
     of the rows of each head. The others (v_proj, o_proj) stay.
     """
-    checks_conventions.rope_checkpoint(state, d_head)
+    check.checkpoint_to_rotate_half(state, d_head)
     out = dict(state)
     for name, tensor in state.items():
         if name.split(".")[-2] in QK_PARTS:
@@ -111,7 +112,7 @@ def causal_query_positions(tq, tk, align):
     Tk - 1. causal_mask_for_positions at these positions is
     causal_mask(tq, tk, align).
     """
-    _, offset = checks.causal_shape(tq, tk, align)  # None: square only
+    offset = check.causal_query_positions(tq, tk, align)  # None: square
     return torch.arange(offset, offset + tq)  # (Tq,)
     # --8<-- [end:causal-query-positions]
 
@@ -124,7 +125,7 @@ def rows_without_keys(mask):
     These rows have no softmax: ours refuses them, SDPA and flash-attn
     return 0, a softmax over -inf fills returns NaN.
     """
-    checks_conventions.bool_mask(mask)  # a boolean tensor or array
+    check.rows_without_keys(mask)  # a boolean tensor or array
     empty = mask.all(-1)  # (..., Tq): True where every key is blocked
     rows = empty.nonzero() if torch.is_tensor(empty) else np.argwhere(empty)
     return [tuple(row) for row in rows.tolist()]
@@ -134,13 +135,13 @@ def rows_without_keys(mask):
 # --8<-- [start:mask-polarity]
 def to_sdpa_mask(mask):
     """Ours (True = blocked) as SDPA's boolean attn_mask (True = attend)."""
-    checks.mask_dtype(mask.dtype)
+    check.to_sdpa_mask(mask)  # boolean
     return ~mask  # the one place the polarity flips
 
 
 def to_mask_mod(mask):
     """Ours, a (Tq, Tk) mask, as a FlexAttention mask_mod (True = keep)."""
-    checks_conventions.flex_mask(mask)  # bool (Tq, Tk): indexed [q, kv]
+    check.to_mask_mod(mask)  # bool (Tq, Tk): indexed [q, kv]
 
     def mask_mod(b, h, q_idx, kv_idx):  # batch, head, query, key index
         return ~mask[q_idx, kv_idx]
@@ -152,7 +153,7 @@ def to_mask_mod(mask):
 # --8<-- [start:score-mods]
 def softcap_mod(cap):
     """attention(..., softcap=cap) as a FlexAttention score_mod."""
-    checks_conventions.score_mod_cap(cap)
+    check.softcap_mod(cap)
 
     def score_mod(score, b, h, q_idx, kv_idx):  # score: already scaled
         return cap * torch.tanh(score / cap)  # c tanh(s / c)
@@ -162,7 +163,7 @@ def softcap_mod(cap):
 
 def alibi_mod(slopes):
     """attention(..., bias=alibi_bias(slopes, ...)) as a score_mod."""
-    checks_conventions.score_mod_table(slopes, "slopes", 1)
+    check.alibi_mod(slopes)
 
     def score_mod(score, b, h, q_idx, kv_idx):
         return score - slopes[h] * (q_idx - kv_idx)  # s - m_h (i - j)
@@ -173,7 +174,7 @@ def alibi_mod(slopes):
 def relative_bias_mod(table, t_k):
     """A learned bias per head and distance i - j, table (H, 2 T_k - 1)
     indexed from distance -(T_k - 1): bias= of that table's matrix."""
-    checks_conventions.score_mod_table(table, "table", 2)
+    check.relative_bias_mod(table)
 
     def score_mod(score, b, h, q_idx, kv_idx):
         return score + table[h, q_idx - kv_idx + t_k - 1]  # s + b_h(i - j)
@@ -195,7 +196,7 @@ def with_sinks(out, lse, sinks):
     """FlexAttention's output and log-sum-exp L (return_aux) as the
     output of attention(..., sinks=): each row times 1 / (1 + e^(eta - L))
     = sigmoid(L - eta), the keys' share once the sink joins the row."""
-    checks_conventions.sink_rescale(out, lse, sinks)
+    check.with_sinks(out, lse, sinks)
     keep = torch.sigmoid(lse - sinks.view(-1, 1))  # (B, H, T)
     return out * keep[..., None]  # (B, H, T, d_head)
     # --8<-- [end:score-mods]
@@ -204,7 +205,7 @@ def with_sinks(out, lse, sinks):
 # --8<-- [start:mask-mods]
 def sliding_window_mod(window, sink_tokens=0):
     """sliding_window_mask(..., window, sink_tokens) as a mask_mod."""
-    checks_conventions.mask_mod_sizes(window=window, sink_tokens=sink_tokens)
+    check.sliding_window_mod(window, sink_tokens)
 
     def mask_mod(b, h, q_idx, kv_idx):  # True = keep
         near = (q_idx - kv_idx >= 0) & (q_idx - kv_idx < window)
@@ -215,7 +216,7 @@ def sliding_window_mod(window, sink_tokens=0):
 
 def chunked_mod(chunk):
     """chunked_mask(..., chunk) as a mask_mod."""
-    checks_conventions.mask_mod_sizes(chunk=chunk)
+    check.chunked_mod(chunk)
 
     def mask_mod(b, h, q_idx, kv_idx):
         return (q_idx // chunk == kv_idx // chunk) & (kv_idx <= q_idx)
@@ -225,7 +226,7 @@ def chunked_mod(chunk):
 
 def prefix_lm_mod(prefix):
     """prefix_lm_mask(..., prefix) as a mask_mod."""
-    checks_conventions.mask_mod_sizes(prefix=prefix)
+    check.prefix_lm_mod(prefix)
 
     def mask_mod(b, h, q_idx, kv_idx):
         return (kv_idx < prefix) | (kv_idx <= q_idx)
@@ -235,7 +236,7 @@ def prefix_lm_mod(prefix):
 
 def document_mod(ids):
     """document_mask(ids[q], ids[k]) as a mask_mod; ids (T,) a tensor."""
-    checks_conventions.score_mod_table(ids, "ids", 1)
+    check.document_mod(ids)
 
     def mask_mod(b, h, q_idx, kv_idx):
         return ids[q_idx] == ids[kv_idx]
@@ -261,7 +262,7 @@ def window_from_hugging_face(window, library):
     (Mistral's reference prefill mask, q - kv <= sliding_window, is
     counted as attention-gym's; its decoding cache holds W keys.)
     """
-    checks_conventions.window_convention(window, library, WINDOWS)
+    check.window_from_hugging_face(window, library, WINDOWS)
     if library in ("flash_attn", "jax"):
         return (window - 1, 0)
     return window - 1 if library == "attention_gym" else window
@@ -269,7 +270,7 @@ def window_from_hugging_face(window, library):
 
 def window_to_hugging_face(value, library):
     """The inverse: another library's causal window as Hugging Face's W."""
-    checks_conventions.window_value(value, library, WINDOWS)
+    check.window_to_hugging_face(value, library, WINDOWS)
     if library in ("flash_attn", "jax"):
         return value[0] + 1  # (left, 0): left keys before, and itself
     return value + 1 if library == "attention_gym" else value
@@ -284,7 +285,7 @@ def alibi_slopes_attention_gym(n_head):
     of two (attn_gym/mods/alibi.py); numpy_ref.alibi_slopes follows the
     paper's code, BLOOM and MPT there instead.
     """
-    checks.positive_integer(n_head, "n_head")
+    check.alibi_slopes_attention_gym(n_head)  # an int >= 1
     return 2.0 ** (-8.0 * np.arange(1, n_head + 1) / n_head)  # (H,)
 
 
@@ -294,7 +295,7 @@ def alibi_bias_key_only(slopes, t):
     It differs from -slope (q - k) by slope * q, a constant per row,
     which the softmax ignores (modeling_bloom.py, build_alibi_tensor).
     """
-    slopes = checks_conventions.alibi_row(slopes, t)  # (H,) float64
+    slopes = check.alibi_bias_key_only(slopes, t)  # (H,) float64
     return slopes[:, None, None] * np.arange(t)  # (H, 1, T)
 
 
@@ -304,7 +305,7 @@ def alibi_bias_last_key(slopes, t):
     Also a constant per row away from -slope (q - k) (modeling_mpt.py,
     build_mpt_alibi_tensor; flash-attn's causal reference alike).
     """
-    slopes = checks_conventions.alibi_row(slopes, t)  # (H,) float64
+    slopes = check.alibi_bias_last_key(slopes, t)  # (H,) float64
     return slopes[:, None, None] * np.arange(1 - t, 1)  # (H, 1, T)
 
 
@@ -334,7 +335,7 @@ def learned_sink_as_key(k, v, sinks):
     and carry values; this key gives every query the same score and
     returns nothing. StreamingLLM's "zero sink" is sinks = 0.
     """
-    checks_conventions.sink_key_inputs(k, v, sinks)  # one sink per head
+    check.learned_sink_as_key(k, v, sinks)  # one sink per head
     zero_k = k.new_zeros(*k.shape[:-2], 1, k.shape[-1])  # (B, H, 1, d)
     zero_v = v.new_zeros(*v.shape[:-2], 1, v.shape[-1])  # (B, H, 1, dv)
     bias = k.new_zeros(len(sinks), 1, k.shape[-2] + 1)  # (H, 1, Tk + 1)
@@ -352,7 +353,7 @@ def mask_then_softcap(scores, mask, softcap):
     largest score after the cap. Gemma 2 caps first, then masks (as
     attention does), and the masked weight is 0.
     """
-    mask = checks_conventions.softcap_inputs(scores, mask, softcap)
+    mask = check.mask_then_softcap(scores, mask, softcap)
     filled = scores.masked_fill(mask, float("-inf"))  # mask first
     return (softcap * torch.tanh(filled / softcap)).softmax(dim=-1)
     # --8<-- [end:softcap-after-mask]
@@ -361,13 +362,13 @@ def mask_then_softcap(scores, mask, softcap):
 # --8<-- [start:layouts]
 def from_bthd(x):
     """flash-attn's (B, T, H, d) to ours, (B, H, T, d)."""
-    checks_conventions.layout(x, 4, "(B, T, H, d)")  # a tensor or array
+    check.from_bthd(x)  # a 4-D tensor or array
     return x.swapaxes(1, 2)  # (B, T, H, d) -> (B, H, T, d)
 
 
 def from_sequence_first(x):
     """nn.MultiheadAttention's default (T, B, E) to ours, (B, T, E)."""
-    checks_conventions.layout(x, 3, "(T, B, E)")  # a tensor or array
+    check.from_sequence_first(x)  # a 3-D tensor or array
     return x.swapaxes(0, 1)  # (T, B, E) -> (B, T, E)
     # --8<-- [end:layouts]
 
@@ -381,7 +382,7 @@ def kv_head_of(n_head, n_kv_head, layout):
     repeat_interleave gives. "strided": h % H_kv, the query heads of
     one key/value head H_kv apart, what x.repeat or np.tile give.
     """
-    checks_conventions.head_layout(n_head, n_kv_head, layout)
+    check.kv_head_of(n_head, n_kv_head, layout)
     h = torch.arange(n_head)
     if layout == "consecutive":
         return h // (n_head // n_kv_head)  # (H,)
@@ -397,9 +398,7 @@ def default_scale(d_head, convention, query_pre_attn_scalar=None):
     transformers); "gemma": query_pre_attn_scalar^(-1/2) (Gemma 2 and
     3, set per model); "t5": 1 (T5 folds it into its initialisation).
     """
-    checks_conventions.scale_convention(
-        d_head, convention, query_pre_attn_scalar
-    )
+    check.default_scale(d_head, convention, query_pre_attn_scalar)
     if convention == "gemma":
         return query_pre_attn_scalar**-0.5
     return 1.0 if convention == "t5" else d_head**-0.5
@@ -417,7 +416,7 @@ def additive_mask(mask, dtype, fill="-inf"):
     the softmax of its own blocked scores: uniform only where the fill
     drowns them (finfo.min always; -1e9 for small scores in float32).
     """
-    value = checks_conventions.fill_value(mask, fill, dtype)  # a float
+    value = check.additive_mask(mask, fill, dtype)  # a float
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(mask, value)
     # --8<-- [end:additive-mask]

@@ -13,8 +13,8 @@ the scores (so the scores run over all H heads), and for a cached step
 import math
 from fractions import Fraction
 
-from mha_ref.checks_cost import NotAnIntegerError as NotAnIntegerError
-from mha_ref.checks_cost import checked, roofline_inputs
+from mha_ref.guards import cost as check
+from mha_ref.guards.cost import NotAnIntegerError as NotAnIntegerError
 
 LSE_BYTES = 4  # a log-sum-exp per row: float32, float64 kept as it is
 
@@ -73,13 +73,16 @@ def attention_flops(
     >>> flops["q"], flops["scores"], flops["total"]
     (1207959552, 1610612736, 8053063680)
     """
-    sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
-    batch, tq, tk, d_model, n_head, n_kv_head, d_head = checked(
-        {**sizes, "n_head": n_head},
-        (n_kv_head, d_head),
-        {"backward": backward, "cached": cached},
-        last=cached,  # a cached step: tq new rows after tk - tq cached
-    )
+    sizes = check.attention_flops(
+        batch, tq, tk, d_model, n_head, n_kv_head, d_head, backward, cached
+    )  # ints; d_head and n_kv_head filled in
+    return _attention_flops(*sizes, backward, cached)
+
+
+def _attention_flops(
+    batch, tq, tk, d_model, n_head, n_kv_head, d_head, backward, cached
+):
+    # unchecked: the other counts call it with their checked sizes
     # --8<-- [start:attention-flops-parts]
     rows_kv = tq if cached else tk  # the rows that K and V project
     d_q, d_kv = n_head * d_head, n_kv_head * d_head
@@ -111,12 +114,16 @@ def useful_flops(batch, tq, tk, d_model, n_head, n_kv_head=None, d_head=None):
     >>> useful_flops(1, 4, 4, 8, 2)["scores"]  # 10 of 16 pairs
     160
     """
-    sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
-    batch, tq, tk, d_model, n_head, n_kv_head, d_head = checked(
-        {**sizes, "n_head": n_head}, (n_kv_head, d_head), last=True
-    )
-    parts = attention_flops(
-        batch, tq, tk, d_model, n_head, n_kv_head, d_head, cached=True
+    sizes = check.useful_flops(
+        batch, tq, tk, d_model, n_head, n_kv_head, d_head
+    )  # ints; d_head and n_kv_head filled in
+    return _useful_flops(*sizes)
+
+
+def _useful_flops(batch, tq, tk, d_model, n_head, n_kv_head, d_head):
+    # unchecked: tiled_flops calls it with its checked sizes
+    parts = _attention_flops(
+        batch, tq, tk, d_model, n_head, n_kv_head, d_head, False, True
     )
     # --8<-- [start:useful-flops-pairs]
     # allowed pairs: every earlier key, then a triangle over the new ones
@@ -140,8 +147,12 @@ def causal_tiles(tq, tk, block_q=64, block_k=64):
     >>> causal_tiles(10, 10, 5, 5)  # 4 tiles, the upper right skipped
     (4, 1, 75)
     """
-    sizes = {"tq": tq, "tk": tk, "block_q": block_q, "block_k": block_k}
-    tq, tk, block_q, block_k = checked(sizes, last=True)
+    sizes = check.causal_tiles(tq, tk, block_q, block_k)  # ints
+    return _causal_tiles(*sizes)
+
+
+def _causal_tiles(tq, tk, block_q, block_k):
+    # unchecked: tiled_flops calls it with its checked sizes
     # --8<-- [start:causal-tiles-loop]
     key_blocks = -(-tk // block_k)  # ceil(tk / block_k)
     skipped = pairs = 0
@@ -178,13 +189,22 @@ def tiled_flops(
     >>> tiled_flops(1, 10, 10, 2, 1, block_q=5, block_k=5)["scores"]
     300
     """
-    sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
-    sizes.update(n_head=n_head, block_q=block_q, block_k=block_k)
     batch, tq, tk, d_model, n_head, block_q, block_k, n_kv_head, d_head = (
-        checked(sizes, (n_kv_head, d_head), {"backward": backward}, last=True)
-    )
-    _, _, pairs = causal_tiles(tq, tk, block_q, block_k)
-    parts = useful_flops(batch, tq, tk, d_model, n_head, n_kv_head, d_head)
+        check.tiled_flops(
+            batch,
+            tq,
+            tk,
+            d_model,
+            n_head,
+            n_kv_head,
+            d_head,
+            block_q,
+            block_k,
+            backward,
+        )
+    )  # ints; d_head and n_kv_head filled in
+    _, _, pairs = _causal_tiles(tq, tk, block_q, block_k)
+    parts = _useful_flops(batch, tq, tk, d_model, n_head, n_kv_head, d_head)
     del parts["total"]
     # --8<-- [start:tiled-flops-parts]
     unit = 2 * batch * n_head * pairs * d_head  # one matmul over the tiles
@@ -214,16 +234,9 @@ def kv_cache_bytes(
     >>> kv_cache_bytes(32, 8, 128, 32768, 2, window=4096)  # Mistral 7B
     536739840
     """
-    sizes = {
-        "n_layer": n_layer,
-        "n_kv_head": n_kv_head,
-        "d_head": d_head,
-        "tokens": tokens,
-        "window": window,  # None: no window
-    }
-    n_layer, n_kv_head, d_head, tokens, window = checked(
-        sizes, bytes_per_value=bytes_per_value, optional=("window",)
-    )
+    n_layer, n_kv_head, d_head, tokens, window = check.kv_cache_bytes(
+        n_layer, n_kv_head, d_head, tokens, bytes_per_value, window
+    )  # ints; window None: no window
     # --8<-- [start:kv-cache-bytes-held]
     held = tokens if window is None else min(tokens, window - 1)
     # K and V: one d_head vector per key/value head, layer and token held
@@ -251,12 +264,9 @@ def saved_activation_bytes(
     >>> saved_activation_bytes(1, 1024, 768, 12, 2, weights=False)
     7913472
     """
-    batch, t, d_model, n_head, _, _ = checked(
-        {"batch": batch, "t": t, "d_model": d_model, "n_head": n_head},
-        (None, None),  # d_model splits into n_head heads
-        {"weights": weights},
-        bytes_per_value,
-    )
+    batch, t, d_model, n_head = check.saved_activation_bytes(
+        batch, t, d_model, n_head, bytes_per_value, weights
+    )  # ints; d_model splits into n_head heads
     # --8<-- [start:saved-activation-terms]
     kept = 5 * batch * t * d_model * bytes_per_value  # X, Q, K, V, heads
     if weights:
@@ -283,14 +293,16 @@ def bytes_moved(
     Its weights once, its input (and context, for cross-attention) and
     output, and the keys and values it reads, cached or projected.
     """
-    sizes = {"batch": batch, "tq": tq, "tk": tk, "d_model": d_model}
-    batch, tq, tk, d_model, n_head, n_kv_head, d_head = checked(
-        {**sizes, "n_head": n_head},
-        (n_kv_head, None),
-        {"cached": cached},
-        bytes_per_value,
-        last=cached,
-    )
+    sizes = check.bytes_moved(
+        batch, tq, tk, d_model, n_head, n_kv_head, bytes_per_value, cached
+    )  # ints; d_head and n_kv_head filled in
+    return _bytes_moved(*sizes, bytes_per_value, cached)
+
+
+def _bytes_moved(
+    batch, tq, tk, d_model, n_head, n_kv_head, d_head, bytes_per_value, cached
+):
+    # unchecked: arithmetic_intensity calls it with its checked sizes
     # --8<-- [start:bytes-moved-terms]
     d_q, d_kv = n_head * d_head, n_kv_head * d_head
     weights = 2 * d_model * d_q + 2 * d_model * d_kv  # Wq, Wo; Wk, Wv
@@ -321,12 +333,11 @@ def arithmetic_intensity(
     >>> round(arithmetic_intensity(1, 1, 4096, 4096, 32, cached=True), 2)
     1.0
     """
-    flops = attention_flops(
-        batch, tq, tk, d_model, n_head, n_kv_head, cached=cached
-    )["total"]
-    moved = bytes_moved(
+    sizes = check.arithmetic_intensity(
         batch, tq, tk, d_model, n_head, n_kv_head, bytes_per_value, cached
-    )
+    )  # ints; d_head and n_kv_head filled in
+    flops = _attention_flops(*sizes, False, cached)["total"]
+    moved = _bytes_moved(*sizes, bytes_per_value, cached)
     return flops / moved
     # --8<-- [end:arithmetic-intensity]
 
@@ -354,12 +365,10 @@ def decode_floor(
     >>> f["weights"], f["cache"]  # Llama 3 8B's layer, bfloat16
     (83886080, 16777216)
     """
-    sizes = {"batch": batch, "tk": tk, "d_model": d_model}
-    batch, tk, d_model, n_head, n_kv_head, d_head, bandwidth = roofline_inputs(
-        {**sizes, "n_head": n_head},
-        (n_kv_head, None),
-        bytes_per_value,
-        {"bandwidth": bandwidth},
+    batch, tk, d_model, n_head, n_kv_head, d_head, bandwidth = (
+        check.decode_floor(
+            batch, tk, d_model, n_head, n_kv_head, bytes_per_value, bandwidth
+        )
     )
     # --8<-- [start:decode-floor-terms]
     d_q, d_kv = n_head * d_head, n_kv_head * d_head
@@ -390,15 +399,15 @@ def memory_bound_batch(
     >>> memory_bound_batch(4096, 4096, 32, 8, ridge=295) is None
     True
     """
-    sizes = {"tk": tk, "d_model": d_model, "n_head": n_head}
-    tk, d_model, n_head, n_kv_head, _, ridge = roofline_inputs(
-        sizes, (n_kv_head, None), bytes_per_value, {"ridge": ridge}
+    tk, d_model, n_head, n_kv_head, d_head, ridge = check.memory_bound_batch(
+        tk, d_model, n_head, n_kv_head, bytes_per_value, ridge
     )
     # --8<-- [start:memory-bound-batch-terms]
-    shape = (tk, d_model, n_head, n_kv_head)
-    f = attention_flops(1, 1, *shape, cached=True)["total"]  # per sequence
+    shape = (tk, d_model, n_head, n_kv_head, d_head)
+    # per sequence: one new token against tk cached positions
+    f = _attention_flops(1, 1, *shape, False, True)["total"]
     one, two = (
-        bytes_moved(b, 1, *shape, bytes_per_value, True) for b in (1, 2)
+        _bytes_moved(b, 1, *shape, bytes_per_value, True) for b in (1, 2)
     )
     m = Fraction(two) - Fraction(one)  # what each sequence adds
     w = Fraction(one) - m  # the weights, shared by the batch

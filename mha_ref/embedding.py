@@ -5,13 +5,13 @@ The position table added to the result is sinusoidal_encoding of
 positions.py.
 """
 
-from mha_ref import checks_embedding
+from mha_ref.guards import embedding as check
 
 
 # --8<-- [start:embed]
 def embed(token_ids, table):
     """Row i of table for each id i: table[token_ids]."""
-    token_ids, table = checks_embedding.embed(
+    token_ids, table = check.embed(
         token_ids, table
     )  # ids in range, a (vocab, d_model) table
     return table[token_ids]  # (..., d_model): one row per id

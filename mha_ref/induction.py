@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha_ref import checks, checks_induction, torch_ref
+from mha_ref import torch_ref
+from mha_ref.guards import induction as check
 
 
 # --8<-- [start:model]
@@ -22,7 +23,7 @@ class AttentionOnly(nn.Module):
 
     def __init__(self, vocab, t_max, d_model, n_head, n_layer=2):
         super().__init__()
-        checks_induction.model_sizes(vocab, t_max, n_layer)
+        check.attention_only(vocab, t_max, n_layer)
         self.vocab, self.t_max, self.n_head = vocab, t_max, n_head
         self.embed = nn.Embedding(vocab, d_model)  # token -> vector
         self.pos_embed = nn.Embedding(t_max, d_model)  # learned positions
@@ -41,7 +42,11 @@ class AttentionOnly(nn.Module):
         patch (n_layer, n_head) bool: True takes that head's output from
         source (n_layer, B, H, T, dh), the head outputs of another run.
         """
-        checks_induction.run(self, tokens, keep, patch, source)  # see below
+        check.forward(self, tokens, keep, patch, source)  # see below
+        return self._forward(tokens, keep, patch, source)
+
+    def _forward(self, tokens, keep, patch, source):
+        # unchecked: patching runs the model once per head with it
         t = tokens.shape[1]
         x = self.embed(tokens) + self.pos_embed.weight[:t]  # (B, T, d)
         mask = torch_ref.causal_mask(t, device=tokens.device)  # (T, T)
@@ -66,7 +71,7 @@ class AttentionOnly(nn.Module):
     # --8<-- [start:fast-forward]
     def logits(self, tokens):
         """The same logits through SDPA, without weights: for training."""
-        checks_induction.run(self, tokens, None, None, None)
+        check.logits(self, tokens)
         t = tokens.shape[1]
         x = self.embed(tokens) + self.pos_embed.weight[:t]  # (B, T, d)
         for mha in self.layers:
@@ -93,7 +98,7 @@ def repeated_segments(n, t, vocab, generator, min_len=3):
     Inside the repeat, token i equals token i - L, so the next token is
     the one after the earlier occurrence: copy_from[i] = i - L + 1.
     """
-    checks_induction.data(n, t, vocab, min_len)
+    check.repeated_segments(n, t, vocab, min_len)
     tokens = torch.randint(0, vocab, (n, t), generator=generator)
     length = torch.randint(min_len, t // 2 + 1, (n,), generator=generator)
     # start uniform in 0 .. t - 2L: no fixed position predicts the copy
@@ -113,7 +118,7 @@ def repeated_segments(n, t, vocab, generator, min_len=3):
 def corrupt(batch, vocab, generator):
     """The same sequences with every token of the first copy changed:
     the second copy stays, but nothing before it matches it any more."""
-    checks_induction.vocab(vocab)  # another token exists: vocab >= 2
+    check.corrupt(vocab)  # another token exists: vocab >= 2
     n, t = batch.tokens.shape
     i = torch.arange(t)[None, :]  # (1, T)
     s, L = batch.start[:, None], batch.length[:, None]  # (n, 1)
@@ -131,7 +136,7 @@ def rule_accuracy(batch, context, vocab):
     whose last letters match the current ones best (up to ``context``
     letters), vote for the letter that followed them; a tie goes to the
     latest. Attention averages over matches much like this vote."""
-    checks.positive_integer(context, "context")
+    check.rule_accuracy(context)  # an int >= 1
     tokens = batch.tokens  # (n, T)
     t = tokens.shape[1]
     same = tokens[:, :, None] == tokens[:, None, :]  # (n, Tq, Tk)
@@ -191,7 +196,7 @@ def head_scores(weights, batch, offset=1):
     back (1: the previous token), and on the key after the earlier copy.
     """
     t = weights.shape[-1]  # weights: (L, B, H, T, T)
-    checks_induction.offset(offset, t)  # some query has such a key
+    check.head_scores(offset, t)  # some query has such a key
     i = torch.arange(offset, t)  # queries that have such a key
     back = weights[..., i, i - offset].mean(dim=(1, 3))  # (L, H)
     b, q = torch.nonzero(batch.copy_from >= 0, as_tuple=True)  # (N,) each
@@ -207,8 +212,7 @@ def copying(model, batch):
     letter after the earlier copy, at the queries that can copy: its
     output through its rows of Wo and the unembedding, straight to the
     logits, centred over the letters (logits move together freely)."""
-    if not bool((batch.copy_from >= 0).any()):
-        raise ValueError("batch has no query that can copy: nothing to score")
+    check.copying(batch.copy_from)  # a query at least can copy
     with torch.no_grad():
         _, _, heads = model(batch.tokens)  # (L, B, H, T, dh)
         b, q = torch.nonzero(batch.copy_from >= 0, as_tuple=True)  # (N,)
@@ -249,7 +253,8 @@ def patching(model, clean, corrupted):
     (0: none, the corrupted run; 1: all of it, the clean run)."""
 
     def log_p(tokens, patch=None, source=None):
-        logits, _, heads = model(tokens, patch=patch, source=source)
+        run = model if patch is None else model._forward  # checked once
+        logits, _, heads = run(tokens, None, patch, source)
         where = clean.copy_from[:, :-1] >= 0  # same in both runs
         lp = logits[:, :-1].log_softmax(-1)  # (B, T - 1, vocab)
         right = lp.gather(-1, clean.tokens[:, 1:, None])[..., 0][where]
@@ -258,9 +263,7 @@ def patching(model, clean, corrupted):
     with torch.no_grad():
         high, source = log_p(clean.tokens)  # source: clean head outputs
         low, _ = log_p(corrupted.tokens)
-        checks_induction.runs_differ(
-            high, low
-        )  # else there is nothing to restore
+        check.patching(high, low)  # else there is nothing to restore
         n_layer, n_head = source.shape[0], source.shape[2]
         restored = torch.zeros(n_layer, n_head)
         for n in range(n_layer):
@@ -294,6 +297,7 @@ def to_arrays(model):
 
 def from_arrays(arrays, n_head, dtype=torch.float64):
     """An AttentionOnly holding the weights of to_arrays(model)."""
+    check.from_arrays(arrays)  # the names and shapes to_arrays gives
     vocab, d_model = arrays["embed"].shape
     n_layer = sum(key.endswith(".wq") for key in arrays)
     t_max = arrays["pos_embed"].shape[0]
@@ -307,10 +311,7 @@ def from_arrays(arrays, n_head, dtype=torch.float64):
         if "." in key:  # "<layer>.wq": layers.<layer>.wq.weight, (out, in)
             layer, name = key.split(".")
             state[f"layers.{layer}.{name}.weight"] = value.T
-    try:
-        model.load_state_dict(
-            {k: torch.tensor(v, dtype=dtype) for k, v in state.items()}
-        )
-    except RuntimeError as error:  # a missing, extra or misshaped array
-        raise ValueError(f"arrays do not fit the model: {error}") from None
+    model.load_state_dict(
+        {k: torch.tensor(v, dtype=dtype) for k, v in state.items()}
+    )
     return model

@@ -10,7 +10,8 @@ a step that raises leaves the cache exactly as it was.
 import torch
 import torch.nn.functional as F
 
-from mha_ref import checks_cache, checks_torch, torch_ref
+from mha_ref import torch_ref
+from mha_ref.guards import kv_cache as check
 
 
 # --8<-- [start:kv-cache-example]
@@ -21,7 +22,7 @@ def cached_attention_example(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
     >>> aligned.tolist(), upper_left.tolist()
     ([25.0, 30.0], [10.0, 15.0])
     """
-    checks_cache.new_queries(values, 2)  # one key at least per new query
+    check.cached_attention_example(values)  # a key at least per query
     n_key = len(values)
     query_positions = torch.arange(n_key - 2, n_key)  # [3, 4]: the new ones
     key_positions = torch.arange(n_key)  # [0, 1, 2, 3, 4]: cache + new
@@ -52,7 +53,7 @@ def single_new_query(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
 
     Returns the output with the position mask and without any mask.
     """
-    checks_cache.new_queries(values, 1)  # the new query needs one key at least
+    check.single_new_query(values)  # the new query needs a key at least
     n_key = len(values)
     blocked = torch_ref.causal_mask_for_positions([n_key - 1], range(n_key))
     q = torch.zeros(1, 1, 1, 2, dtype=torch.float64)
@@ -75,7 +76,7 @@ def single_query_is_causal(values=(10.0, 20.0, 30.0, 40.0, 50.0)):
     >>> no_mask.tolist(), is_causal.tolist()
     ([30.0], [10.0])
     """
-    checks_cache.new_queries(values, 1)  # the new query needs one key at least
+    check.single_query_is_causal(values)  # the query needs a key at least
     n_key = len(values)
     q = torch.zeros(1, 1, 1, 2, dtype=torch.float64)  # (B, H, 1, d)
     k = torch.zeros(1, 1, n_key, 2, dtype=torch.float64)  # (B, H, Tk, d)
@@ -117,9 +118,11 @@ class KVCache:
         k, v (B, H_kv, Tc, dh) -> (B, H_kv, T + Tc, dh) each; the cache
         itself is unchanged until the caller stores the result.
         """
-        checks_cache.kv_chunk(
-            self.keys, self.values, k, v
-        )  # B, H_kv, Tc agree
+        check.extended(self.keys, self.values, k, v)  # B, H_kv, Tc agree
+        return self._extended(k, v)
+
+    def _extended(self, k, v):
+        # unchecked: the steps extend the cache with their own k, v
         if self.keys is None:
             return k, v  # the first chunk
         keys = torch.cat([self.keys, k], dim=-2)  # (B, H_kv, T + Tc, dh)
@@ -146,7 +149,7 @@ class RollingKVCache(KVCache):
     """
 
     def __init__(self, window, sink_tokens=0):
-        checks_cache.rolling_window(window, sink_tokens)  # ints >= 1 and >= 0
+        check.rolling_kv_cache(window, sink_tokens)  # ints >= 1 and >= 0
         self.window, self.sink_tokens = window, sink_tokens
         super().__init__()
 
@@ -190,12 +193,18 @@ def cached_step(module, cache, x):
     The cache takes the chunk's keys and values only once the step has
     succeeded: a step that raises leaves it exactly as it was.
     """
-    checks_cache.step_cache(cache, rolling=False)  # a KVCache, not rolling
+    check.cached_step(cache)  # a KVCache, not rolling
+    return _cached_step(module, cache, x, cache.extended)
+
+
+def _cached_step(module, cache, x, extend):
+    # the step itself; extend: cache.extended, which checks the chunk's
+    # k and v, or, in cached_forward's loop, the unchecked _extended
     start = cache.length  # absolute position of the chunk's first row
     positions = torch.arange(start, start + x.shape[1], device=x.device)
     # RoPE at absolute positions, so cached keys stay valid
     q, k, v = module.project(x, positions=positions)  # (B, H, Tc, dh)
-    keys, values = cache.extended(k, v)  # positions 0 .. start + Tc - 1
+    keys, values = extend(k, v)  # positions 0 .. start + Tc - 1
     key_positions = torch.arange(keys.shape[-2], device=x.device)
     blocked = torch_ref.causal_mask_for_positions(
         positions, key_positions
@@ -213,11 +222,16 @@ def rolling_step(module, cache, x):
 
     A step that raises leaves the cache exactly as it was.
     """
-    checks_cache.step_cache(cache, rolling=True)  # a RollingKVCache
+    check.rolling_step(cache)  # a RollingKVCache
+    return _rolling_step(module, cache, x, cache.extended)
+
+
+def _rolling_step(module, cache, x, extend):
+    # the step itself; extend as in _cached_step
     start = cache.length  # absolute position of the chunk's first row
     positions = torch.arange(start, start + x.shape[1], device=x.device)
     q, k, v = module.project(x, positions=positions)  # (B, H, Tc, dh)
-    keys, values = cache.extended(k, v)  # the held entries, then the chunk
+    keys, values = extend(k, v)  # the held entries, then the chunk
     key_positions = cache.extended_positions(positions)  # (T_held + Tc,)
     blocked = torch_ref.sliding_window_mask(
         positions, key_positions, cache.window, cache.sink_tokens
@@ -240,17 +254,17 @@ def cached_forward(module, x, chunks, window=None, sink_tokens=0):
     sink_tokens) for p = 0 .. T - 1. A MultiHeadLatentAttention decodes
     with its latent cache (latent_torch.cached_latent_forward).
     """
-    chunks = checks_cache.cached_input(module, x, chunks, window, sink_tokens)
+    chunks = check.cached_forward(module, x, chunks, window, sink_tokens)
     if hasattr(module, "cached_forward"):  # latent attention: own cache
         return module.cached_forward(x, chunks)
     if window is None:
-        cache, step = KVCache(), cached_step
+        cache, step = KVCache(), _cached_step
     else:  # keep only what the window lets a later query see
-        cache, step = RollingKVCache(window, sink_tokens), rolling_step
+        cache, step = RollingKVCache(window, sink_tokens), _rolling_step
     outputs = []
     for n in chunks:
         chunk = x[:, cache.length : cache.length + n]  # (B, n, d_model)
-        outputs.append(step(module, cache, chunk))
+        outputs.append(step(module, cache, chunk, cache._extended))
     return torch.cat(outputs, dim=1)  # (B, T, d_model)
     # --8<-- [end:kv-cache-loop]
 
@@ -264,7 +278,7 @@ def cross_keys_values(module, context):
     so every decoding step reuses these (RoPE is for self-attention).
     """
     weight = module.wk.weight  # the module's dtype and device
-    checks_cache.cross_context(module.rope, context, module.d_model, weight)
+    check.cross_keys_values(module.rope, context, module.d_model, weight)
     k = module.split_heads(module.wk(context))  # (B, H_kv, S, dh)
     v = module.split_heads(module.wv(context))  # (B, H_kv, S, dh)
     return k, v
@@ -278,7 +292,7 @@ def cross_step(module, x, keys_values, padding=None):
     No causal mask: the whole source is there from the first step;
     padding (B, 1, 1, S), True = a padded source position.
     """
-    checks_torch.model_tensors(x, None, module.d_model, module.wq.weight)
+    check.cross_step(x, module.d_model, module.wq.weight)
     q = module.split_heads(module.wq(x))  # (B, H, Tc, dh)
     out, _ = torch_ref.attention(q, *keys_values, padding)  # (B, H, Tc, dh)
     return module.wo(module.merge_heads(out))  # (B, Tc, d_model)

@@ -11,7 +11,8 @@ mirrors live here (no torch needed), so they refuse the same inputs.
 
 import numpy as np
 
-from mha_ref import checks, checks_latent, numpy_ref
+from mha_ref import checks, numpy_ref
+from mha_ref.guards import latent_numpy as check
 
 
 # --8<-- [start:rms-norm]
@@ -21,7 +22,12 @@ def rms_norm(x, weight, eps=1e-6):
     As Hugging Face's DeepseekV3RMSNorm (eps 1e-6): a learned gain per
     feature, no bias, no mean subtracted.
     """
-    x, weight = checks_latent.rms_norm_arrays(x, weight, eps)  # floats
+    x, weight = check.rms_norm(x, weight, eps)  # finite floats
+    return _rms_norm(x, weight, eps)
+
+
+def _rms_norm(x, weight, eps):
+    # unchecked: the layer normalises its own latents with it
     # rms = sqrt(mean(x^2) + eps), one per row
     rms = np.sqrt(np.mean(x**2, axis=-1, keepdims=True) + eps)
     return x / rms * weight  # (..., d)
@@ -49,7 +55,7 @@ class MultiHeadLatentAttention:
         rope_interleave=True,
         seed=0,
     ):
-        checks_latent.latent_shapes(
+        check.multi_head_latent_attention(
             d_model,
             n_head,
             kv_lora_rank,
@@ -117,7 +123,7 @@ class MultiHeadLatentAttention:
         Values are arrays (a torch state_dict: convert with .numpy());
         a wrong name or shape is refused, naming the parameter.
         """
-        weights = checks_latent.state_dict_arrays(
+        weights = check.load_state_dict(
             self.weight_shapes(), state_dict, type(self)
         )  # every name and shape, as float arrays
         for name, weight in weights.items():
@@ -145,7 +151,7 @@ class MultiHeadLatentAttention:
         if self.q_lora_rank is None:
             q = x @ self.q_proj  # (B, T, H * d_qk)
         else:  # q = RMSNorm(x W_DQ) W_UQ: a bottleneck for the queries
-            c_q = rms_norm(x @ self.q_a_proj, self.q_a_layernorm)
+            c_q = _rms_norm(x @ self.q_a_proj, self.q_a_layernorm, 1e-6)
             q = c_q @ self.q_b_proj  # (B, T, q_lora_rank) -> (.., H * d_qk)
         d_qk = q.shape[-1] // self.n_head  # not -1: B may be 0
         q = q.reshape(b, t, self.n_head, d_qk).transpose(0, 2, 1, 3)
@@ -164,7 +170,7 @@ class MultiHeadLatentAttention:
         # [c_KV, k_R] = x [W_DKV, W_KR]: one matrix, d_c + d_rope outputs
         both = x @ self.kv_a_proj_with_mqa  # (B, T, d_c + d_rope)
         c_kv, k_rope = np.split(both, [self.kv_lora_rank], axis=-1)
-        c_kv = rms_norm(c_kv, self.kv_a_layernorm)  # (B, T, d_c)
+        c_kv = _rms_norm(c_kv, self.kv_a_layernorm, 1e-6)  # (B, T, d_c)
         return c_kv, self.rotate(k_rope, positions)  # (B, T, d_rope)
         # --8<-- [end:mla-latents]
 
@@ -234,7 +240,7 @@ class MultiHeadLatentAttention:
         mask: True = blocked, broadcast to (B, H, T, T); positions (T,)
         for RoPE (default 0 .. T - 1); absorbed picks the form.
         """
-        x, mask, positions = checks_latent.forward_arrays(
+        x, mask, positions = check.forward(
             self, x, mask, positions, absorbed
         )  # the guards
         q_nope, q_rope = self.queries(x, positions)  # (B, H, T, .)

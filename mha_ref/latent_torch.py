@@ -16,14 +16,9 @@ import math
 import torch
 from torch import nn
 
-from mha_ref import (
-    checks,
-    checks_cache,
-    checks_latent,
-    checks_torch,
-    kv_cache,
-    torch_ref,
-)
+from mha_ref import checks_torch, kv_cache, torch_ref
+from mha_ref.guards import latent_torch as check
+from mha_ref.guards.shapes import SHAPE_NAMES, state_dict_shapes
 
 # DeepSeek-V3's published attention shapes (its config.json on the
 # Hugging Face Hub, deepseek-ai/DeepSeek-V3, and the defaults of
@@ -51,12 +46,12 @@ class RMSNorm(nn.Module):
     def __init__(self, d, eps=1e-6, device=None, dtype=None):
         super().__init__()
         cuda = torch.cuda.is_available()  # a CUDA device needs one
-        checks_latent.rms_norm_size(d, eps, device, cuda)  # d >= 1, eps > 0
+        check.rms_norm(d, eps, device, cuda)  # d >= 1, eps > 0
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(d, device=device, dtype=dtype))
 
     def forward(self, x):
-        checks_latent.rms_norm_tensor(x, self.weight, self.eps)  # floats
+        check.rms_norm_forward(x, self.weight, self.eps)  # floats
         wide = x.to(torch.promote_types(x.dtype, torch.float32))
         # rms = sqrt(mean(x^2) + eps), one per row
         rms = (wide.pow(2).mean(dim=-1, keepdim=True) + self.eps).sqrt()
@@ -93,7 +88,7 @@ class MultiHeadLatentAttention(nn.Module):
         dtype=None,
     ):
         super().__init__()
-        checks_latent.latent_shapes(
+        check.multi_head_latent_attention(
             d_model,
             n_head,
             kv_lora_rank,
@@ -103,8 +98,8 @@ class MultiHeadLatentAttention(nn.Module):
             q_lora_rank,
             rope_base,
             rope_interleave,
-            device,
-            torch.cuda.is_available(),  # a CUDA device needs one
+            device=device,
+            cuda=torch.cuda.is_available(),  # a CUDA device needs one
         )
         self.d_model, self.n_head = d_model, n_head
         self.kv_lora_rank, self.q_lora_rank = kv_lora_rank, q_lora_rank
@@ -141,9 +136,7 @@ class MultiHeadLatentAttention(nn.Module):
         ``strict``, a missing or unexpected name is a ValueError too.
         """
         given = {n: tuple(t.shape) for n, t in state_dict.items()}
-        checks_latent.state_dict_shapes(
-            self._shapes(), given, strict, self._config()
-        )
+        check.load_state_dict(self._shapes(), given, strict, self._config())
         return super().load_state_dict(state_dict, strict, assign)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
@@ -154,9 +147,7 @@ class MultiHeadLatentAttention(nn.Module):
             for n, t in state_dict.items()
             if n.startswith(prefix)
         }
-        checks_latent.state_dict_shapes(
-            self._shapes(), given, False, self._config()
-        )
+        state_dict_shapes(self._shapes(), given, False, self._config())
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _shapes(self):
@@ -164,7 +155,7 @@ class MultiHeadLatentAttention(nn.Module):
         return {n: tuple(p.shape) for n, p in self.named_parameters()}
 
     def _config(self):
-        names = ("d_model", "n_head", *checks_latent.SHAPE_NAMES)
+        names = ("d_model", "n_head", *SHAPE_NAMES)
         shown = ", ".join(f"{n}={getattr(self, n)}" for n in names)
         return f"module ({shown}, q_lora_rank={self.q_lora_rank})"
 
@@ -293,7 +284,7 @@ class MultiHeadLatentAttention(nn.Module):
         mask: True = blocked, broadcast to (B, H, T, T); positions (T,)
         for RoPE (default 0 .. T - 1); absorbed picks the form.
         """
-        mask, positions = checks_latent.forward_tensors(
+        mask, positions = check.forward(
             self, x, mask, positions, absorbed
         )  # the guards
         q_nope, q_rope = self.queries(x, positions)  # (B, H, T, .)
@@ -318,8 +309,8 @@ def rope_on_the_content_keys(module, x, positions):
     two tries at folding W_UK into the query: the cached latent as it
     is, or the latent turned instead of the key. d_nope, d_c even.
     """
-    _, positions = checks_latent.forward_tensors(
-        module, x, None, positions, False
+    positions = check.rope_on_the_content_keys(
+        module, x, positions
     )  # positions (T,), a tensor on x's device: read once, used five times
     q_nope, _ = module.queries(x, positions)  # (B, H, T, d_nope)
     c_kv, _ = module.latents(x, positions)  # (B, T, d_c)
@@ -370,7 +361,11 @@ class LatentCache:
         c_kv (B, Tc, d_c), k_rope (B, Tc, d_rope) -> (B, T + Tc, .) each;
         the cache itself is unchanged until the caller stores them.
         """
-        checks_cache.latent_chunk(self, c_kv, k_rope)  # B, sizes, dtype agree
+        check.latent_cache_extended(self, c_kv, k_rope)  # B, sizes agree
+        return self._extended(c_kv, k_rope)
+
+    def _extended(self, c_kv, k_rope):
+        # unchecked: the step extends the cache with its own latents
         if self.latent is None:
             return c_kv, k_rope  # the first chunk
         latent = torch.cat([self.latent, c_kv], dim=1)  # (B, T + Tc, d_c)
@@ -390,10 +385,17 @@ def cached_latent_step(module, cache, x, absorbed=False):
     """
     start = cache.length  # absolute position of the chunk's first row
     positions = torch.arange(start, start + x.shape[1], device=x.device)
-    checks_latent.forward_tensors(module, x, None, positions, absorbed)
+    check.cached_latent_step(module, x, positions, absorbed)
+    extend = cache.extended  # checks the chunk's latents fit the cache
+    return _cached_latent_step(module, cache, x, positions, absorbed, extend)
+
+
+def _cached_latent_step(module, cache, x, positions, absorbed, extend):
+    # the step itself; extend: cache.extended, or, in the loop of
+    # cached_latent_forward, the unchecked cache._extended
     q_nope, q_rope = module.queries(x, positions)  # (B, H, Tc, .)
     c_kv, k_rope = module.latents(x, positions)  # (B, Tc, .): to keep
-    latent, rope_key = cache.extended(c_kv, k_rope)  # (B, T, .)
+    latent, rope_key = extend(c_kv, k_rope)  # (B, T, .)
     key_positions = torch.arange(latent.shape[1], device=x.device)
     blocked = torch_ref.causal_mask_for_positions(
         positions, key_positions
@@ -413,12 +415,18 @@ def cached_latent_forward(module, x, chunks, absorbed=False):
     A prefill then single steps is chunks = [T0, 1, 1, ...]. Equals
     module(x, mask=torch_ref.causal_mask(T), absorbed=absorbed)[0].
     """
-    chunks = checks_cache.cached_input(module, x, chunks)  # sums to T
+    chunks = check.cached_latent_forward(module, x, chunks, absorbed)
     cache = LatentCache()
     outputs = []
     for n in chunks:
-        chunk = x[:, cache.length : cache.length + n]  # (B, n, d_model)
-        outputs.append(cached_latent_step(module, cache, chunk, absorbed))
+        start = cache.length  # the chunk's first position
+        chunk = x[:, start : start + n]  # (B, n, d_model)
+        positions = torch.arange(start, start + n, device=x.device)
+        outputs.append(
+            _cached_latent_step(
+                module, cache, chunk, positions, absorbed, cache._extended
+            )
+        )
     return torch.cat(outputs, dim=1)  # (B, T, d_model)
     # --8<-- [end:latent-cache-loop]
 
@@ -432,8 +440,7 @@ def cache_bytes_per_token(cache):
     no sequence has the same answer. A LatentCache, or a KVCache.
     """
     stored = [t for t in vars(cache).values() if torch.is_tensor(t)]
-    if not stored or cache.length == 0:
-        raise ValueError("the cache is empty: decode a token first")
+    check.cache_bytes_per_token(cache, stored)  # a position at least
     # (B, ...) in every cache: one sequence's share is the rest
     total = sum(math.prod(t.shape[1:]) * t.element_size() for t in stored)
     return total // cache.length
@@ -441,24 +448,13 @@ def cache_bytes_per_token(cache):
 
 
 def _shapes(module_or_shapes):
-    # a module's constructor shapes, or a dict of them (DEEPSEEK_V3)
-    names = ("d_model", "n_head", *checks_latent.SHAPE_NAMES)
+    # a module's constructor shapes, or a dict of them (DEEPSEEK_V3),
+    # checked by the caller's guard
+    names = ("d_model", "n_head", *SHAPE_NAMES)
     if isinstance(module_or_shapes, MultiHeadLatentAttention):
         m = module_or_shapes
         return {n: getattr(m, n) for n in (*names, "q_lora_rank")}
-    if not isinstance(module_or_shapes, dict):
-        raise TypeError(
-            f"expected a MultiHeadLatentAttention or a dict of its "
-            f"shapes (such as DEEPSEEK_V3), got "
-            f"{type(module_or_shapes).__name__}"
-        )
-    shapes = {"q_lora_rank": None, **module_or_shapes}
-    checks_latent.latent_shapes(
-        **{n: shapes.get(n) for n in (*names, "q_lora_rank")},
-        rope_base=10000.0,
-        rope_interleave=True,
-    )
-    return shapes
+    return {"q_lora_rank": None, **module_or_shapes}
 
 
 def _dtype(module_or_shapes, dtype):
@@ -480,6 +476,7 @@ def latent_cache_bytes_per_token(module_or_shapes, dtype=None):
     and nothing of d_model, so a one-head module of width 8 caches
     what the full model caches, without its 187M-parameter layer.
     """
+    check.latent_cache_bytes_per_token(module_or_shapes)
     s, dtype = _shapes(module_or_shapes), _dtype(module_or_shapes, dtype)
     probe = MultiHeadLatentAttention(
         8, 1, s["kv_lora_rank"], 2, s["qk_rope_head_dim"], 2, dtype=dtype
@@ -487,7 +484,9 @@ def latent_cache_bytes_per_token(module_or_shapes, dtype=None):
     cache = LatentCache()
     x = torch.ones(1, 2, 8, dtype=dtype)  # (B, T, d_model): two tokens
     for t in range(2):  # prefill one token, then decode one
-        cached_latent_step(probe, cache, x[:, t : t + 1])
+        at = torch.arange(t, t + 1)  # the token's position
+        step = x[:, t : t + 1]  # (1, 1, 8)
+        _cached_latent_step(probe, cache, step, at, False, cache._extended)
     return cache_bytes_per_token(cache)
     # --8<-- [end:latent-cache-bytes]
 
@@ -501,6 +500,7 @@ def expanded_kv_bytes_per_token(module_or_shapes, dtype=None):
     heads caches them; the module has the given heads and head sizes
     (kv_lora_rank and d_model shape neither k nor v).
     """
+    check.expanded_kv_bytes_per_token(module_or_shapes)
     s, dtype = _shapes(module_or_shapes), _dtype(module_or_shapes, dtype)
     probe = MultiHeadLatentAttention(
         8,
@@ -528,10 +528,8 @@ def decode_step_flops(module_or_shapes, n_key, absorbed=False):
     expands keys and values from every cached latent again; the
     absorbed one multiplies W_UK into the query and W_UV after the sum.
     """
+    check.decode_step_flops(module_or_shapes, n_key, absorbed)
     s = _shapes(module_or_shapes)  # a module or a dict of shapes
-    checks.positive_integer(n_key, "n_key")
-    if not isinstance(absorbed, bool):  # as forward: True or False
-        raise TypeError(f"absorbed must be True or False, got {absorbed!r}")
     h, d, d_c = s["n_head"], s["d_model"], s["kv_lora_rank"]
     d_nope, d_rope, d_v = (
         s["qk_nope_head_dim"],
@@ -572,9 +570,7 @@ def yarn_mscale(factor, mscale=1.0):
     >>> round(yarn_mscale(40, 1.0) ** 2, 4)
     1.8739
     """
-    for name, value in (("factor", factor), ("mscale", mscale)):
-        if not math.isfinite(checks.real_number(value, name)):
-            raise ValueError(f"{name} must be finite, got {value}")
+    check.yarn_mscale(factor, mscale)  # finite numbers
     if factor <= 1:
         return 1.0
     return 0.1 * mscale * math.log(factor) + 1.0

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from mha_ref import checks_positions
+from mha_ref.guards import positions as check
 
 
 # --8<-- [start:sinusoidal-encoding]
@@ -24,7 +24,7 @@ def sinusoidal_encoding(
     frequencies "paper": omega_i = base^(-2i / d); "fairseq":
     omega_i = base^(-i / (d / 2 - 1)).
     """
-    checks_positions.sinusoid(n_positions, d, base, layout, frequencies)
+    check.sinusoidal_encoding(n_positions, d, base, layout, frequencies)
     i = np.arange(d // 2)  # one frequency per sin/cos pair
     if frequencies == "paper":
         omega = float(base) ** (-2.0 * i / d)  # (d / 2,)
@@ -50,7 +50,7 @@ def t5_relative_bucket(
     grow logarithmically up to max_distance, and every longer distance
     shares the last bucket. Computed in float32, as T5 does.
     """
-    rel = checks_positions.t5_relative(
+    rel = check.t5_relative_bucket(
         relative_position, bidirectional, num_buckets, max_distance
     )
     return _bucket(rel, bidirectional, num_buckets, max_distance)
@@ -90,7 +90,7 @@ def t5_bias(
 
     table (num_buckets, H), one learned scalar per bucket and head.
     """
-    table = checks_positions.t5_table(
+    table = check.t5_bias(
         query_length,
         key_length,
         table,
@@ -113,7 +113,7 @@ def rope_frequencies(d, base, scaling=None, *, seq_len=None):
     then the rule of scaling["rope_type"]; seq_len, the current length,
     matters to "dynamic" and "longrope" only.
     """
-    rope_type, r, p = checks_positions.rope_scaling(d, base, scaling, seq_len)
+    rope_type, r, p = check.rope_frequencies(d, base, scaling, seq_len)
     # theta_i = base^(-2i / r), i = 0 .. r / 2 - 1
     inv_freq = float(base) ** (-np.arange(0, r, 2) / r)  # (r / 2,)
     if rope_type == "default":
@@ -200,7 +200,7 @@ def query_temperature(positions, *, floor_scale=8192, attn_scale=0.1):
     """Llama 4's factor on the queries of its layers without RoPE:
     1 + attn_scale * ln(1 + floor((p + 1) / floor_scale)), float64.
     """
-    p = checks_positions.temperature(positions, floor_scale, attn_scale)
+    p = check.query_temperature(positions, floor_scale, attn_scale)
     steps = np.floor((p + 1.0) / floor_scale)  # 0 for p < floor_scale - 1
     return 1.0 + attn_scale * np.log1p(steps)  # same shape as positions
     # --8<-- [end:query-temperature]

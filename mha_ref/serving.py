@@ -18,7 +18,8 @@ import math
 
 import torch
 
-from mha_ref import checks_serving, tiled, torch_ref
+from mha_ref import tiled, torch_ref
+from mha_ref.guards import serving as check
 
 
 # --8<-- [start:paged-cache-class]
@@ -36,9 +37,7 @@ class PagedKVCache:
     def __init__(
         self, num_blocks, block_size, n_kv_heads, d_head, dtype=torch.float32
     ):
-        checks_serving.cache_sizes(
-            num_blocks, block_size, n_kv_heads, d_head, dtype
-        )
+        check.paged_kv_cache(num_blocks, block_size, n_kv_heads, d_head, dtype)
         self.block_size, self.n_kv_heads, self.d_head = (
             block_size,
             n_kv_heads,
@@ -65,18 +64,18 @@ class PagedKVCache:
 
     def block_table(self, seq_id):
         """The physical blocks of a sequence, in logical order."""
-        return list(self.tables[checks_serving.known(self, seq_id)])
+        return list(self.tables[check.block_table(self, seq_id)])
 
     def length(self, seq_id):
         """How many positions the sequence holds."""
-        return self.lengths[checks_serving.known(self, seq_id)]
+        return self.lengths[check.length(self, seq_id)]
 
     # --8<-- [start:paged-cache-append]
     def append(self, seq_id, k, v):
         """Write k, v (n_kv_heads, T_new, d_head) after the sequence's
         positions, starting it if new. Too few free blocks: RuntimeError,
         and nothing changes."""
-        seq_id, k, v = checks_serving.append_inputs(self, seq_id, k, v)
+        seq_id, k, v = check.append(self, seq_id, k, v)
         table = list(self.tables.get(seq_id, []))
         n, t_new, bs = self.lengths.get(seq_id, 0), k.shape[1], self.block_size
         room = -n % bs  # free slots in the last block
@@ -110,7 +109,7 @@ class PagedKVCache:
     def gather(self, seq_id):
         """The sequence's keys and values, (n_kv_heads, length, d_head)
         each, read block by block through its table."""
-        seq_id = checks_serving.known(self, seq_id)
+        seq_id = check.gather(self, seq_id)
         table = torch.tensor(self.tables[seq_id], dtype=torch.long)
         n = self.lengths[seq_id]
         slots = (self.n_kv_heads, len(table) * self.block_size, self.d_head)
@@ -124,9 +123,7 @@ class PagedKVCache:
     # --8<-- [start:paged-cache-share]
     def fork(self, parent_id, child_id):
         """A new sequence that shares every block of ``parent_id``."""
-        parent_id, child_id = checks_serving.fork_ids(
-            self, parent_id, child_id
-        )
+        parent_id, child_id = check.fork(self, parent_id, child_id)
         for block in self.tables[parent_id]:
             self.users[block] += 1  # one more reader, no copy
         self.tables[child_id] = list(self.tables[parent_id])
@@ -134,7 +131,7 @@ class PagedKVCache:
 
     def free(self, seq_id):
         """Forget a sequence; blocks no other sequence reads are free."""
-        seq_id = checks_serving.known(self, seq_id)
+        seq_id = check.free(self, seq_id)
         for block in self.tables.pop(seq_id):
             self.users[block] -= 1
             if self.users[block] == 0:
@@ -153,7 +150,7 @@ def paged_attention(q, cache, seq_ids, *, scale=None):
     Each sequence's blocks are read through its table into one padded
     batch; slots past a sequence's length are masked.
     """
-    seq_ids = checks_serving.paged_inputs(q, cache, seq_ids, scale)
+    seq_ids = check.paged_attention(q, cache, seq_ids, scale)
     tables = [cache.tables[s] for s in seq_ids]
     width = max(len(t) for t in tables)  # blocks of the longest sequence
     padded = torch.tensor([t + [0] * (width - len(t)) for t in tables])
@@ -182,7 +179,7 @@ def varlen_attention(
     (total_q, H, dv). With causal, Lq queries over Lk keys align at the
     bottom right: query j sees keys up to j + Lk - Lq.
     """
-    lq, lk = checks_serving.varlen_inputs(
+    lq, lk = check.varlen_attention(
         q, k, v, cu_seqlens_q, cu_seqlens_k, causal, scale
     )  # (B,) lengths each
     seq = torch.arange(len(lq))  # (B,)
@@ -215,7 +212,12 @@ def merge_partials(outputs, lses):
     An LSE of -inf or +inf marks a partial over no keys: it adds
     nothing. All empty: output 0 and LSE -inf. Returns (output, lse).
     """
-    outputs, lses, to_caller = checks_serving.partials(outputs, lses)
+    outputs, lses, to_caller = check.merge_partials(outputs, lses)
+    return to_caller(*_merge(outputs, lses))
+
+
+def _merge(outputs, lses):
+    # unchecked: split_kv_decode merges its own parts with it
     empty = lses.isinf()  # (P, ...): -inf (Flex), +inf (tiled pass)
     lses = lses.masked_fill(empty, -math.inf)  # one convention: -inf
     top = lses.amax(dim=0)  # (...): the largest LSE
@@ -228,7 +230,7 @@ def merge_partials(outputs, lses):
     merged = (weights[..., None] * kept).sum(dim=0)  # (..., d)
     merged = merged / torch.where(total > 0, total, 1.0)[..., None]
     lse = top + total.log()  # log(0) = -inf when every partial is empty
-    return to_caller(merged, lse)
+    return merged, lse
     # --8<-- [end:merge-partials]
 
 
@@ -240,7 +242,8 @@ def split_kv_decode(q, k, v, num_splits, *, scale=None):
     q (..., Tq, d), k and v (..., Tk, d) as tiled_attention_torch takes
     them; a part may be empty. Returns (output (..., Tq, dv), lse).
     """
-    *lead, tq, tk = checks_serving.split_inputs(q, k, v, num_splits, scale)
+    *lead, tq, tk = check.split_kv_decode(q, k, v, num_splits, scale)
+    wide = torch.promote_types(q.dtype, torch.float32)  # the merge's
     bounds = [i * tk // num_splits for i in range(num_splits + 1)]
     outputs, lses = [], []
     for start, end in itertools.pairwise(bounds):
@@ -256,8 +259,9 @@ def split_kv_decode(q, k, v, num_splits, *, scale=None):
                 scale=scale,
             )
         outputs.append(out)
-        lses.append(lse.to(torch.promote_types(q.dtype, torch.float32)))
-    return merge_partials(torch.stack(outputs), torch.stack(lses))
+        lses.append(lse.to(wide))
+    out, lse = _merge(torch.stack(outputs).to(wide), torch.stack(lses))
+    return out.to(q.dtype), lse  # (..., Tq, dv), (..., Tq)
     # --8<-- [end:split-kv-decode]
 
 
@@ -267,7 +271,7 @@ def tree_mask(parents, prefix_length):
     (-1: a child of the last prefix token). Returns the boolean
     (N, prefix_length + N) mask, True = blocked: node i sees every
     prefix token, its ancestors and itself."""
-    parents = checks_serving.tree_inputs(parents, prefix_length)
+    parents = check.tree_mask(parents, prefix_length)
     n = len(parents)
     sees = torch.zeros(n, n, dtype=torch.bool)  # (N, N) among the nodes
     for i, parent in enumerate(parents):
@@ -287,7 +291,7 @@ def verify_greedy(draft_tokens, target_logits):
     Returns (accepted, next_token): the longest prefix of the draft
     equal to the target's argmax, then the target's own token there.
     """
-    draft, logits = checks_serving.verify_inputs(draft_tokens, target_logits)
+    draft, logits = check.verify_greedy(draft_tokens, target_logits)
     chosen = logits.argmax(dim=-1)  # (n + 1,): the target's tokens
     agree = draft == chosen[:-1]  # (n,)
     accepted = int(agree.long().cumprod(dim=0).sum())  # leading agreement

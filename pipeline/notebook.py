@@ -57,11 +57,13 @@ def compose(root, name, recipe):
     # the setup cell (mha_ref/, %%section) only where there is mha_ref
     setup = SETUP.read_text(encoding="utf-8").rstrip("\n")
     sources = [setup] if recipe["files"][:1] == [config.INIT] else []
+    made = {".", config.MHA_REF}  # mha_ref/: the setup cell makes it
     for path in recipe["files"]:
         text = (root / path).read_text("utf-8").rstrip("\n")
         target = Path(path).name if path == config.GLUE else path
         folder = Path(target).parent.as_posix()
-        if folder not in (".", config.MHA_REF):  # mha_ref/: the setup cell
+        if folder not in made:  # once per folder (mha_ref/guards/)
+            made.add(folder)
             sources.append(
                 f"Path({folder!r}).mkdir(parents=True, exist_ok=True)"
             )
@@ -71,10 +73,10 @@ def compose(root, name, recipe):
         cell.metadata["tags"] = [carry_tag()]
         cell.metadata["jupyter"] = {"source_hidden": True}
         cells.append(cell)
-    modules = [  # not glue.py, nor a named file (bench/report.json)
+    modules = [  # not glue.py, a named file (bench/report.json), guards/
         Path(f).stem
         for f in recipe["files"][1:]
-        if f.startswith(f"{config.MHA_REF}/")
+        if Path(f).parent.as_posix() == config.MHA_REF
     ]
     if modules:
         cells.append(

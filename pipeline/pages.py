@@ -207,6 +207,9 @@ def _nodes(source):
     return tuple(ast.walk(ast.parse(source)))
 
 
+GUARDS = "guards"  # mha_ref/guards/: one door per public function
+
+
 @functools.cache
 def _mha_imports(source, package=config.MHA_REF):
     """The mha_ref modules a Python source (or a notebook) imports."""
@@ -233,6 +236,12 @@ def _mha_imports(source, package=config.MHA_REF):
                     found.add(module.split(".")[0])
                 else:
                     found.update(a.name for a in node.names)
+            elif module == f"{package}.{GUARDS}":  # guards/<module>.py
+                found.update(f"{GUARDS}/{a.name}" for a in node.names)
+                found.add(f"{GUARDS}/__init__")
+            elif module.startswith(f"{package}.{GUARDS}."):
+                found.add(f"{GUARDS}/{module.split('.')[2]}")
+                found.add(f"{GUARDS}/__init__")
             elif module.startswith(package + "."):
                 found.add(module.split(".")[1])
         elif isinstance(node, ast.Import):

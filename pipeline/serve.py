@@ -52,6 +52,7 @@ from pipeline.zensical import write_notebook_pages
 # the files whose edit can change a page or its numbers
 WATCHED = (
     f"{config.MHA_REF}/*.py",
+    f"{config.MHA_REF}/guards/*.py",
     f"{config.SCRIPTS}/*.py",
     f"{config.DOCS}/*.md",
     "pipeline/*.py",
@@ -71,7 +72,7 @@ WATCHER_ENV = "MHA_REF_WATCHER"
 def _mha_sources(root):
     """{relative path: text} of the mha_ref files."""
     found = {}
-    for path in sorted(Path(root).glob(f"{config.MHA_REF}/*.py")):
+    for path in sorted(Path(root).glob(f"{config.MHA_REF}/**/*.py")):
         with contextlib.suppress(OSError, UnicodeDecodeError):
             found[path.relative_to(root).as_posix()] = path.read_text("utf-8")
     return found

@@ -165,6 +165,24 @@ def test_each_notebook_is_titled_after_its_page():
     assert pages.page_blocks(page) == ([], "The page")
 
 
+def test_notebooks_carry_the_doors_their_modules_import():
+    # kv_cache.py imports mha_ref/guards/kv_cache.py, which imports
+    # guards/chunks.py: carried, with the package's __init__; another
+    # module's doors are not; the import cell names top-level modules
+    from pipeline import notebook
+
+    recipe = pages.page_notebooks(ROOT)["kv-cache"]
+    files = recipe["files"]
+    for name in ("__init__", "kv_cache", "chunks"):
+        assert f"mha_ref/guards/{name}.py" in files
+    assert "mha_ref/guards/serving.py" not in files
+    cells = notebook.compose(ROOT, "kv-cache", recipe).cells
+    (line,) = [c.source for c in cells if c.source.startswith("from mha_ref")]
+    assert "kv_cache" in line
+    assert "__init__" not in line
+    assert "chunks" not in line
+
+
 def test_notebooks_carry_their_benchmark_part_not_the_report():
     """A page that quotes the benchmark reads its part's own file
     (bench/<part>.json, written beside report.json: bench/report.py,

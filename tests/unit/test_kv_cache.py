@@ -64,52 +64,6 @@ def test_kv_cache_single_new_query_same_masked_and_unmasked(values):
     np.testing.assert_allclose(masked.numpy(), [np.mean(values)], **TOL)
 
 
-EXAMPLES = pytest.mark.parametrize(
-    ("example", "n_new"),
-    [
-        (kv_cache.cached_attention_example, 2),
-        (kv_cache.single_new_query, 1),
-        (kv_cache.single_query_is_causal, 1),
-    ],
-    ids=["cached_attention_example", "single_new_query", "single_query"],
-)
-
-
-@EXAMPLES
-def test_kv_cache_examples_refuse_too_few_values(example, n_new):
-    # no value: the mean of nothing is no answer (it was 0 for one)
-    for values in [(), (1.0,)][:n_new]:
-        with pytest.raises(ValueError, match=r"give at least \d values"):
-            example(values)
-
-
-@EXAMPLES
-@pytest.mark.parametrize(
-    ("values", "error", "words"),
-    [
-        ((1.0, float("nan"), 2.0), ValueError, r"values .* holds nan"),
-        (("a", "b", "c"), TypeError, r"values must be a sequence of real"),
-        (((1.0, 2.0), (3.0, 4.0)), TypeError, r"one per key"),
-    ],
-)
-def test_kv_cache_examples_refuse_values_that_are_not_numbers(
-    example, n_new, values, error, words
-):
-    with pytest.raises(error, match=words):
-        example(values)
-
-
-def test_cached_attention_example_needs_a_key_per_new_query():
-    with pytest.raises(
-        ValueError,
-        match=r"values holds 1 value\(s\), "
-        r"\(10.0,\), but the 2 new queries",
-    ):
-        kv_cache.cached_attention_example((10.0,))
-    aligned, upper_left = kv_cache.cached_attention_example((10.0, 20.0))
-    assert aligned.tolist() == upper_left.tolist() == [10.0, 15.0]
-
-
 # KVCache and cached_step: checked appends, failed steps change nothing
 
 
@@ -167,81 +121,6 @@ def test_cached_step_that_raises_leaves_the_cache_unchanged(
         full = full_forward(module, x[:, :5])
     assert cache.length == 5
     torch.testing.assert_close(rest, full[:, 3:5], **TOL)
-
-
-@pytest.mark.parametrize(
-    ("k_shape", "v_shape", "dtypes", "error", "words"),
-    [
-        (
-            (1, 2, 6, 4),
-            (1, 2, 5, 4),
-            None,
-            ValueError,
-            r"k \(1, 2, 6, 4\) and v \(1, 2, 5, 4\) must agree in batch, "
-            r"heads and length",
-        ),
-        ((2, 2, 5, 4), (1, 2, 5, 4), None, ValueError, "must agree in batch"),
-        ((1, 2, 5, 4), (1, 1, 5, 4), None, ValueError, "must agree in batch"),
-        (
-            (1, 2, 5, 4),
-            (1, 2, 5, 4),
-            (torch.float64, torch.float32),
-            TypeError,
-            r"k and v must share one dtype and device, got k torch.float64",
-        ),
-        ((1, 2, 5), (1, 2, 5), None, ValueError, r"k must be a 4-D tensor"),
-    ],
-    ids=["length", "batch", "heads", "dtype", "3-d"],
-)
-def test_kv_cache_append_refuses_keys_and_values_that_disagree(
-    k_shape, v_shape, dtypes, error, words, make_tensor
-):
-    k_dtype, v_dtype = dtypes or (torch.float64, torch.float64)
-    empty, held = kv_cache.KVCache(), kv_cache.KVCache()
-    held.append(
-        make_tensor((1, 2, 3, 4), seed=2), make_tensor((1, 2, 3, 4), seed=3)
-    )
-    keys, values = held.keys, held.values
-    for cache in (empty, held):  # refused before anything is compared
-        with pytest.raises(error, match=words):
-            cache.append(
-                make_tensor(k_shape, dtype=k_dtype),
-                make_tensor(v_shape, dtype=v_dtype, seed=1),
-            )
-    assert empty.length == 0
-    assert empty.keys is None
-    assert_cache_is(held, keys, values)
-
-
-@pytest.mark.parametrize(
-    ("k_shape", "dtype", "error", "words"),
-    [
-        ((2, 2, 3, 4), torch.float64, ValueError, r"does not fit the cached"),
-        ((1, 1, 3, 4), torch.float64, ValueError, r"does not fit the cached"),
-        ((1, 2, 3, 8), torch.float64, ValueError, r"does not fit the cached"),
-        ((1, 2, 3, 4), torch.float32, TypeError, "the cache holds"),
-    ],
-    ids=["batch", "heads", "head-size", "dtype"],
-)
-def test_kv_cache_append_refuses_chunks_that_do_not_fit_it(
-    k_shape, dtype, error, words, make_tensor
-):
-    cache = kv_cache.KVCache()
-    cache.append(make_tensor((1, 2, 5, 4)), make_tensor((1, 2, 5, 4), seed=1))
-    keys, values = cache.keys, cache.values
-    with pytest.raises(error, match=words):
-        cache.append(
-            make_tensor(k_shape, dtype=dtype),
-            make_tensor(k_shape, dtype=dtype, seed=1),
-        )
-    assert_cache_is(cache, keys, values)
-    cache.append(
-        make_tensor((1, 2, 3, 4), seed=2), make_tensor((1, 2, 3, 4), seed=3)
-    )
-    assert cache.length == 8
-    torch.testing.assert_close(
-        cache.keys[..., 5:, :], make_tensor((1, 2, 3, 4), seed=2)
-    )
 
 
 def test_kv_cache_reset_forgets_every_position():

@@ -3082,8 +3082,8 @@ CASES |= {
     "cost.saved_activation_bytes": saved_activation_case(),
     "cost.decode_floor": roofline_case("decode_floor"),
     "cost.memory_bound_batch": roofline_case("memory_bound_batch"),
-    "checks_latent.latent_shapes": latent_shapes_case(),
-    "checks_latent.state_dict_shapes": state_dict_shapes_case(),
+    "guards.shapes.latent_shapes": latent_shapes_case(),
+    "guards.shapes.state_dict_shapes": state_dict_shapes_case(),
     "latent_numpy.rms_norm": rms_norm_case("numpy"),
     "latent_torch.RMSNorm": rms_norm_case("torch"),
     "latent_torch.rope_on_the_content_keys": content_keys_case(),
@@ -3134,30 +3134,21 @@ ELSEWHERE = {
     "conventions.chunked_mod": "FlexAttention: test_masks_flex.py",
     "conventions.prefix_lm_mod": "FlexAttention: test_masks_flex.py",
     "conventions.document_mod": "FlexAttention: test_masks_flex.py",
-    "checks_conventions.mask_mod_sizes": "test_masks_flex.py",
     "conventions.softcap_mod": "FlexAttention: test_scores_flex.py",
     "conventions.alibi_mod": "FlexAttention: test_scores_flex.py",
     "conventions.relative_bias_mod": "FlexAttention: test_scores_flex.py",
     "conventions.capped_then": "FlexAttention: test_scores_flex.py",
     "conventions.with_sinks": "FlexAttention's lse: test_scores_flex.py",
-    "checks_conventions.score_mod_cap": "test_scores_flex.py",
-    "checks_conventions.score_mod_table": "test_scores_flex.py",
-    "checks_conventions.sink_rescale": "test_scores_flex.py",
     "conventions.checkpoint_to_rotate_half": "transformers' Qwen2/Qwen3: "
     "test_conventions.py",
-    "checks_conventions.rope_checkpoint": "its guard: test_conventions.py",
-    "checks.attention_arrays": "a guard no mha_ref function calls now",
     "kv_cache.KVCache": "kv_cache.cached_forward",
     "kv_cache.cached_step": "kv_cache.cached_forward",
     "kv_cache.RollingKVCache": "kv_cache.cached_forward#window",
     "kv_cache.rolling_step": "kv_cache.cached_forward#window",
     "latent_torch.LatentCache": "latent_torch.cached_latent_forward",
     "latent_torch.cached_latent_step": "latent_torch.cached_latent_forward",
-    "checks_cost.checked": "the guard of every cost function, through them",
-    "checks_latent.rms_norm_inputs": "the guard of rms_norm and RMSNorm",
-    "checks_cost.NotAnIntegerError": "an exception class, raised by checked",
-    "checks_cost.roofline_inputs": "the guard of decode_floor and "
-    "memory_bound_batch, through them",
+    "guards.shapes.rms_norm_inputs": "the guard of rms_norm and RMSNorm",
+    "guards.cost.NotAnIntegerError": "an exception class, raised by checked",
     "induction.AttentionOnly": "trains or runs a model: test_induction.py",
     "induction.Segments": "a NamedTuple of induction.repeated_segments",
     "induction.repeated_segments": "induction.corrupt, head_scores",
@@ -3247,50 +3238,69 @@ UNREGISTERED = set()
 
 
 def public_functions():
-    """module.name of every public function and class of mha_ref."""
+    """module.name of every public function and class of mha_ref, and
+    guards.module.name of those of mha_ref/guards/."""
     found = set()
-    for info in pkgutil.iter_modules(mha_ref.__path__):
-        module = importlib.import_module(f"mha_ref.{info.name}")
+    for info in pkgutil.walk_packages(mha_ref.__path__, "mha_ref."):
+        module = importlib.import_module(info.name)
+        short = info.name.removeprefix("mha_ref.")
         for name, obj in vars(module).items():
             defined_here = getattr(obj, "__module__", None) == module.__name__
             if not name.startswith("_") and callable(obj) and defined_here:
-                found.add(f"{info.name}.{name}")
+                found.add(f"{short}.{name}")
     return found
 
 
+MHA_REF = Path(mha_ref.__file__).parent
 GUARD_MODULES = {  # each guard module: the one name code calls it by
-    path.stem for path in Path(mha_ref.__file__).parent.glob("checks*.py")
+    path.stem for path in MHA_REF.glob("checks*.py")
 }
 
 
+def _guard_home(module):
+    # "mha_ref.guards.kv_cache" -> "guards.kv_cache"; "mha_ref.checks_x"
+    # -> "checks_x"; None for a module that holds no guards
+    parts = module.split(".")
+    if parts[:2] == ["mha_ref", "guards"] and len(parts) == 3:
+        return f"guards.{parts[2]}"
+    return parts[-1] if parts[-1] in GUARD_MODULES else None
+
+
 def guards_called_elsewhere():
-    """module.<name> for each guard a mha_ref module calls (checks.name
-    in another module, or name() in a guard module: its own guards and
-    those it imports from another)."""
+    """module.<name> for each guard a mha_ref module calls: checks.name,
+    or check.name after ``from mha_ref.guards import kv_cache as check``
+    (guards.kv_cache.name), in any module; name() of a function imported
+    from a guard module; and, in a guard module (checks*.py,
+    guards/*.py), name() of its own."""
     called = set()
-    for path in Path(mha_ref.__file__).parent.glob("*.py"):
+    for path in (*MHA_REF.glob("*.py"), *MHA_REF.glob("guards/*.py")):
         tree = ast.parse(path.read_text("utf-8"))
-        if path.stem in GUARD_MODULES:
-            homes = {  # name -> guard module, for the names it imports
-                alias.name: node.module.split(".")[-1]
-                for node in ast.walk(tree)
-                if isinstance(node, ast.ImportFrom) and node.module
-                for alias in node.names
-            }
-            for node in ast.walk(tree):
-                if isinstance(node, ast.Call) and isinstance(
-                    node.func, ast.Name
-                ):
-                    name = node.func.id
-                    called.add(f"{homes.get(name, path.stem)}.{name}")
-            continue
+        in_guards = path.parent.name == "guards"
+        here = f"guards.{path.stem}" if in_guards else path.stem
+        modules = {name: name for name in GUARD_MODULES}  # local -> home
+        homes = {}  # a local name -> (guard module, its name there)
         for node in ast.walk(tree):
-            if (
+            if not (isinstance(node, ast.ImportFrom) and node.module):
+                continue
+            for alias in node.names:
+                local = alias.asname or alias.name
+                if node.module == "mha_ref.guards":
+                    modules[local] = f"guards.{alias.name}"
+                elif home := _guard_home(node.module):
+                    homes[local] = (home, alias.name)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                name = node.func.id
+                if name in homes:
+                    called.add("{}.{}".format(*homes[name]))
+                elif in_guards or path.stem in GUARD_MODULES:
+                    called.add(f"{here}.{name}")
+            elif (
                 isinstance(node, ast.Attribute)
                 and isinstance(node.value, ast.Name)
-                and node.value.id in GUARD_MODULES
+                and node.value.id in modules
             ):
-                called.add(f"{node.value.id}.{node.attr}")
+                called.add(f"{modules[node.value.id]}.{node.attr}")
     return called
 
 
@@ -3304,7 +3314,7 @@ def snake(name):
     return re.sub(words, "_", name).lower()  # RMSNorm -> rms_norm
 
 
-def tested_by_name(folder=UNIT_TESTS):
+def found_by_test_name(folder=UNIT_TESTS):
     """module.name of each public function or class that a unit test
     module imports from its mha_ref module (``from mha_ref.rms import
     rms_norm``) and tests by name: a test function named
@@ -3335,10 +3345,10 @@ def tested_by_name(folder=UNIT_TESTS):
 
 def test_every_public_function_has_an_entry():
     """A new public function must be registered above, or tested by
-    name in a unit test that imports it (see tested_by_name): this fails
+    name in a unit test that imports it (see found_by_test_name): this fails
     with the names that are neither."""
     registered = {name.split("#")[0] for name in CASES}
-    registered |= set(ELSEWHERE) | UNREGISTERED | tested_by_name()
+    registered |= set(ELSEWHERE) | UNREGISTERED | found_by_test_name()
     # the guards (mha_ref/checks*.py) are fed through the functions that
     # call them; one that no module calls needs an entry of its own
     registered |= guards_called_elsewhere()
@@ -3355,7 +3365,7 @@ def test_every_public_function_has_an_entry():
     assert not gone, f"entries for functions that no longer exist: {gone}"
 
 
-def test_tested_by_name_needs_the_import_and_a_test_named_after_it(
+def test_found_by_test_name_needs_the_import_and_a_test_named_after_it(
     tmp_path,
 ):
     (tmp_path / "test_rms.py").write_text(
@@ -3368,12 +3378,12 @@ def test_tested_by_name_needs_the_import_and_a_test_named_after_it(
         "from mha_ref.layer import MultiHeadAttention\n"
         "def test_multi_head_attention(): pass\n"
     )
-    assert tested_by_name(tmp_path) == {
+    assert found_by_test_name(tmp_path) == {
         "rms.rms_norm",
         "rms.RMSNorm",  # snake case rms_norm: the same tests name it
         "layer.MultiHeadAttention",
     }
-    assert "rms.rms_scale" not in tested_by_name(tmp_path)
+    assert "rms.rms_scale" not in found_by_test_name(tmp_path)
 
 
 def flat(result):
