@@ -1299,7 +1299,8 @@ def dot_product_attention_arrays(q, k, v, mask=None):
         mask = mask_array(mask, shape)
     top = [float(np.max(np.abs(a), initial=0.0)) for a in (q, k)]
     if top[0] * top[1] * q.shape[-1] >= np.finfo(q.dtype).max / 2:
-        scores = q @ np.swapaxes(k, -2, -1) / np.sqrt(q.shape[-1])
+        with np.errstate(over="ignore", invalid="ignore"):
+            scores = q @ np.swapaxes(k, -2, -1) / np.sqrt(q.shape[-1])
         if mask is not None:
             scores = np.where(mask, -np.inf, scores)
         scores_finite(scores, mask)
