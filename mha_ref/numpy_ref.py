@@ -167,8 +167,8 @@ class ScoreMod:
     The values come checked by the caller's guard; None changes nothing.
     As FlexAttention's score_mod, with its derivative beside it.
 
-    >>> ScoreMod(softcap=1.0).scores(np.ones((1, 4)), np.ones((1, 4)))
-    array([[0.76159416]])
+    >>> ScoreMod(softcap=1.0).scores(np.ones((1, 4)), np.ones((1, 4)))  # 4 / 2
+    array([[0.96402758]])
     """
 
     def __init__(self, scale=None, softcap=None, bias=None, sinks=None):
