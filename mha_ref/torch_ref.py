@@ -651,14 +651,14 @@ class MultiHeadAttention(nn.Module):
         # split: one slice of the features per head
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
         q, k = self.rotate(q, k, positions)  # RoPE only (kv-cache page)
-        out, weights = self.attend(q, k, v, mask)  # (B, H, Tq, dh)
+        out, weights = self.attend_heads(q, k, v, mask)  # (B, H, Tq, dh)
         # merge: Concat(head_1, ..., head_h), then Wo
         y = linear(self.merge_heads(out), self.wo.weight, self.wo.bias)
         return y, weights  # (B, Tq, d_model), (B, H, Tq, Tk)
         # --8<-- [end:mha-forward]
 
     # --8<-- [start:mha-attend]
-    def attend(self, q, k, v, mask=None):
+    def attend_heads(self, q, k, v, mask=None):
         """The five steps in every head; a key/value head serves G query
         heads when the layer groups them (n_kv_head < n_head)."""
         group = self.n_head // self.n_kv_head  # G = H // H_kv
