@@ -575,7 +575,8 @@ def linear(x, weight, bias=None):
     """y = x W^T + b, the learned linear map: (..., d_in) -> (..., d_out).
 
     weight (d_out, d_in), as nn.Linear stores it; bias (d_out,) or None.
-    This is nn.Linear's forward. No checks.
+    This is nn.Linear's forward: the layer's self.wq(x) runs it with
+    self.wq.weight and self.wq.bias. No checks.
 
     >>> linear(torch.ones(1, 2), torch.ones(3, 2), torch.arange(3.0))
     tensor([[2., 3., 4.]])
@@ -644,16 +645,16 @@ class MultiHeadAttention(nn.Module):
         weight = self.wq.weight  # the module's dtype and device
         checks_torch.model_tensors(x, context, self.d_model, weight, self.rope)
         context = x if context is None else context  # self-attention
-        # project: Q = X Wq, K = C Wk, V = C Wv, all heads in one product
-        q = linear(x, self.wq.weight, self.wq.bias)  # (B, Tq, d_model)
-        k = linear(context, self.wk.weight, self.wk.bias)  # H_kv * dh
-        v = linear(context, self.wv.weight, self.wv.bias)  # H_kv * dh
+        # project: Q = X Wq, K = C Wk, V = C Wv (nn.Linear runs linear)
+        q = self.wq(x)  # (B, Tq, d_model): all heads in one product
+        k = self.wk(context)  # (B, Tk, H_kv * dh)
+        v = self.wv(context)  # (B, Tk, H_kv * dh)
         # split: one slice of the features per head
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
         q, k = self.rotate(q, k, positions)  # RoPE only (kv-cache page)
         out, weights = self.attend_heads(q, k, v, mask)  # (B, H, Tq, dh)
         # merge: Concat(head_1, ..., head_h), then Wo
-        y = linear(self.merge_heads(out), self.wo.weight, self.wo.bias)
+        y = self.wo(self.merge_heads(out))  # (B, Tq, d_model)
         return y, weights  # (B, Tq, d_model), (B, H, Tq, Tk)
         # --8<-- [end:mha-forward]
 
