@@ -46,8 +46,9 @@ def softmax_rows(scores, axis=-1):
     -inf gets weight 0; a row of only -inf gets 0 everywhere (torch's
     softmax alone gives NaN there). No checks.
     """
+    weights = scores.softmax(dim=axis)  # NaN in a row of only -inf
     empty = scores.isneginf().all(dim=axis, keepdim=True)  # no key
-    return scores.softmax(dim=axis).masked_fill(empty, 0.0)
+    return weights.masked_fill(empty, 0.0) if empty.any() else weights
     # --8<-- [end:softmax-rows]
 
 
