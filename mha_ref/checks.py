@@ -1298,7 +1298,7 @@ def dot_product_attention_arrays(q, k, v, mask=None):
     if mask is not None:
         mask = mask_array(mask, shape)
     top = [float(np.max(np.abs(a), initial=0.0)) for a in (q, k)]
-    if top[0] * top[1] * q.shape[-1] >= np.finfo(q.dtype).max / 2:
+    if top[0] * top[1] * q.shape[-1] >= float(np.finfo(q.dtype).max) / 2:
         with np.errstate(over="ignore", invalid="ignore"):
             scores = q @ np.swapaxes(k, -2, -1) / np.sqrt(q.shape[-1])
         if mask is not None:

@@ -332,7 +332,7 @@ def dot_product_attention_tensors(q, k, v, mask=None):
     top = [
         float(a.detach().abs().amax()) if a.numel() else 0.0 for a in (q, k)
     ]
-    biggest = np.finfo(np.float32 if narrow else np.float64).max
+    biggest = float(np.finfo(np.float32 if narrow else np.float64).max)
     if top[0] * top[1] * q.shape[-1] >= biggest / 2:
         q, k = (a.detach().float() if narrow else a.detach() for a in (q, k))
         scores = q @ k.transpose(-2, -1) / np.sqrt(q.shape[-1])
