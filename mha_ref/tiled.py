@@ -492,7 +492,7 @@ def backward_tile_numpy(
     ds = p * (dp - delta_i)  # (..., bq, bk)
     # back through the soft-cap and the scale, as attention_backward
     ds = mod.scores_backward(ds, q_i, k_j)  # (..., bq, bk)
-    # dQ_i += dS_ij K_j / sqrt(d_k)
+    # dQ_i += dS_ij K_j / sqrt(d_k): ds holds the 1 / sqrt(d_k) now
     dq_i = ds @ k_j  # (..., bq, d)
     # dK_j += dS_ij^T Q_i / sqrt(d_k)
     dk_j = np.swapaxes(ds, -2, -1) @ q_i  # (..., bk, d)
@@ -650,7 +650,7 @@ def backward_tile_torch(
     ds = p * (dp - delta_i)  # (..., bq, bk)
     # back through the soft-cap and the scale, as attention_backward
     ds = mod.scores_backward(ds, q_i, k_j)  # (..., bq, bk)
-    # dQ_i += dS_ij K_j / sqrt(d_k)
+    # dQ_i += dS_ij K_j / sqrt(d_k): ds holds the 1 / sqrt(d_k) now
     dq_i = ds @ k_j  # (..., bq, d)
     # dK_j += dS_ij^T Q_i / sqrt(d_k)
     dk_j = ds.transpose(-2, -1) @ q_i  # (..., bk, d)
