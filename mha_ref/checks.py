@@ -1260,3 +1260,32 @@ def torch_module(module):
             f"n_head and the nn.Linear layers wq, wk, wv, wo), got "
             f"{type(module).__name__}"
         )
+
+
+def dot_product_attention_arrays(q, k, v, mask=None):
+    """The guard of numpy_ref.dot_product_attention, in one call.
+
+    q, k and v as float_arrays makes them, with the same heads (one
+    head broadcasts; attention groups fewer key/value heads); the mask
+    broadcast to the scores (..., Tq, Tk), every row with a key; and
+    q @ k^T that cannot overflow (looked at only when max|q| max|k| d
+    comes near the dtype's range). Returns q, k, v and the mask.
+    """
+    q, k, v = float_arrays(q=q, k=k, v=v)
+    if kv_heads(q.shape, k.shape, v.shape) > 1:
+        raise ValueError(
+            f"k {k.shape} and v {v.shape} have fewer heads (axis -3) than "
+            f"q {q.shape}: repeat them (repeat_kv_heads) or call attention"
+        )
+    lead = qkv_shapes(q.shape, k.shape, v.shape)
+    shape = (*lead, q.shape[-2], k.shape[-2])
+    if mask is not None:
+        mask = mask_array(mask, shape)
+    top = [float(np.max(np.abs(a), initial=0.0)) for a in (q, k)]
+    if top[0] * top[1] * q.shape[-1] >= float(np.finfo(q.dtype).max) / 2:
+        with np.errstate(over="ignore", invalid="ignore"):
+            scores = q @ np.swapaxes(k, -2, -1) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = np.where(mask, -np.inf, scores)
+        scores_finite(scores, mask)
+    return q, k, v, mask

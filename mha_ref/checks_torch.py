@@ -5,6 +5,8 @@ Each raises ``ValueError`` or ``TypeError`` naming the argument and its
 shape or value; the checks both frameworks share are in checks.py.
 """
 
+import numpy as np
+
 from mha_ref.checks import (
     beyond_range,
     broadcasts_to,
@@ -16,11 +18,13 @@ from mha_ref.checks import (
     grouped_scores_shape,
     integer,
     is_tensor,
+    kv_heads,
     mask_dtype,
     mask_shape,
     model_input,
     modifier_kind,
     no_nan_or_posinf,
+    qkv_shapes,
     rope_self_attention,
     rows_without_keys_or_sink,
     score_scale,
@@ -302,3 +306,37 @@ def library_can_express(module):
             f"n_kv_head={module.n_kv_head}, rope={module.rope}; compare "
             f"through sdpa_forward instead"
         )
+
+
+def dot_product_attention_tensors(q, k, v, mask=None):
+    """The guard of torch_ref.dot_product_attention, in one call.
+
+    q, k and v as float_tensors checks them, with the same heads (one
+    head broadcasts; attention groups fewer key/value heads); returns
+    the mask expanded to the scores (..., Tq, Tk), every row with a key,
+    or None. q @ k^T must not overflow the compute dtype (float32 for
+    fp16 and bf16): looked at only when max|q| max|k| d comes near it.
+    """
+    float_tensors(q=q, k=k, v=v)
+    if kv_heads(q.shape, k.shape, v.shape) > 1:
+        raise ValueError(
+            f"k {tuple(k.shape)} and v {tuple(v.shape)} have fewer heads "
+            f"(axis -3) than q {tuple(q.shape)}: repeat them "
+            f"(repeat_kv_heads) or call attention"
+        )
+    lead = qkv_shapes(q.shape, k.shape, v.shape)
+    shape = (*lead, q.shape[-2], k.shape[-2])
+    if mask is not None:
+        mask = mask_tensor(mask, shape, q.device)
+    narrow = q.dtype.itemsize <= 4  # fp16, bf16, fp32: float32's range
+    top = [
+        float(a.detach().abs().amax()) if a.numel() else 0.0 for a in (q, k)
+    ]
+    biggest = float(np.finfo(np.float32 if narrow else np.float64).max)
+    if top[0] * top[1] * q.shape[-1] >= biggest / 2:
+        q, k = (a.detach().float() if narrow else a.detach() for a in (q, k))
+        scores = q @ k.transpose(-2, -1) / np.sqrt(q.shape[-1])
+        if mask is not None:
+            scores = scores.masked_fill(mask, float("-inf"))
+        scores_no_overflow(scores, mask)
+    return mask

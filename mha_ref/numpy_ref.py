@@ -13,6 +13,29 @@ import numpy as np
 from mha_ref import checks
 
 
+# --8<-- [start:attention-scores]
+def attention_scores(q, k):
+    """Step 1, S = Q K^T / sqrt(d_k): how well each query fits each key.
+
+    q (..., Tq, d), k (..., Tk, d) -> (..., Tq, Tk). No checks.
+    """
+    d = q.shape[-1]  # the head size d_k, not d_model
+    return q @ np.swapaxes(k, -2, -1) / math.sqrt(d)  # (..., Tq, Tk)
+    # --8<-- [end:attention-scores]
+
+
+# --8<-- [start:apply-mask]
+def apply_mask(scores, mask):
+    """Step 2: a blocked score (mask True) becomes -inf; None blocks none.
+
+    The softmax then gives it weight exactly 0. No checks.
+    """
+    if mask is None:
+        return scores
+    return np.where(mask, -np.inf, scores)  # before the softmax
+    # --8<-- [end:apply-mask]
+
+
 # --8<-- [start:softmax]
 def softmax(logits, axis=-1, empty_rows="raise"):
     """Softmax along ``axis``, stable for large logits, -inf = masked.
@@ -28,15 +51,50 @@ def softmax(logits, axis=-1, empty_rows="raise"):
     array([0., 0.])
     """
     values = checks.real_logits(logits, axis)  # float; no NaN, no +inf
-    empty = np.all(np.isneginf(values), axis=axis, keepdims=True)
-    checks.rows_without_keys(np.squeeze(empty, axis), empty_rows, "logits row")
+    empty = np.all(np.isneginf(values), axis=axis)
+    checks.rows_without_keys(empty, empty_rows, "logits row")
+    return softmax_rows(values, axis)
+
+
+# --8<-- [start:softmax-rows]
+def softmax_rows(scores, axis=-1):
+    """Step 3: each row of scores as weights >= 0 that sum to 1.
+
+    -inf gets weight 0; a row of only -inf gets 0 everywhere. No checks
+    (softmax is this function behind its guard).
+    """
     # shift-invariant: subtracting the row max keeps exp() <= 1; a row
     # of only -inf shifts by 0 instead, and all its exp() are 0
-    row_max = np.max(values, axis=axis, keepdims=True)
-    weights = np.exp(values - np.where(empty, 0.0, row_max))
+    row_max = np.max(scores, axis=axis, keepdims=True)
+    weights = np.exp(scores - np.where(np.isneginf(row_max), 0.0, row_max))
     total = np.sum(weights, axis=axis, keepdims=True)  # 0 for such a row
-    return weights / np.where(empty, 1.0, total)
+    return weights / np.where(total == 0, 1.0, total)
+    # --8<-- [end:softmax-rows]
     # --8<-- [end:softmax]
+
+
+# --8<-- [start:weighted-sum]
+def weighted_sum(weights, v):
+    """Step 4, O = A V: each output row mixes the value rows by weight.
+
+    weights (..., Tq, Tk), v (..., Tk, dv) -> (..., Tq, dv). No checks.
+    """
+    return weights @ v  # (..., Tq, dv)
+    # --8<-- [end:weighted-sum]
+
+
+# --8<-- [start:dot-product-attention]
+def dot_product_attention(q, k, v, mask=None):
+    """q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
+
+    Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
+    """
+    q, k, v, mask = checks.dot_product_attention_arrays(q, k, v, mask)
+    scores = attention_scores(q, k)  # step 1: Q K^T / sqrt(d_k)
+    scores = apply_mask(scores, mask)  # step 2: blocked keys get -inf
+    weights = softmax_rows(scores)  # step 3: each row sums to 1
+    return weighted_sum(weights, v), weights  # step 4: O = A V
+    # --8<-- [end:dot-product-attention]
 
 
 # --8<-- [start:softmax-with-sinks]
@@ -53,10 +111,11 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     """
     scores, sinks = checks.sinks_arrays(scores, sinks)  # lists too
     # sinks (H,), scores (..., H, Tq, Tk): real, no NaN, no +inf
-    sink = np.broadcast_to(sinks[:, None, None], (*scores.shape[:-1], 1))
-    both = np.concatenate([scores, sink], axis=-1)  # (..., H, Tq, Tk + 1)
-    weights = softmax(both, axis=-1, empty_rows=empty_rows)
-    return weights[..., :-1]  # the sink's column dropped: (..., H, Tq, Tk)
+    no_key = (
+        np.all(np.isneginf(scores), axis=-1) & np.isneginf(sinks)[:, None]
+    )  # (..., H, Tq): no key and no sink
+    checks.rows_without_keys(no_key, empty_rows, "logits row")
+    return ScoreMod(sinks=sinks).softmax(scores)  # (..., H, Tq, Tk)
     # --8<-- [end:softmax-with-sinks]
 
 
@@ -98,6 +157,67 @@ def repeat_kv_heads(x, group):
     # --8<-- [end:repeat-kv-heads]
 
 
+# --8<-- [start:score-mod]
+class ScoreMod:
+    """The score modifiers, written once for every pass that uses them.
+
+    attention, attention_backward and the tiled passes (tiled.py) build
+    one and call it: scale (None: 1 / sqrt(d_k)), softcap, then bias,
+    in Gemma 2's order, before the mask; sinks (H,) in the softmax.
+    The values come checked by the caller's guard; None changes nothing.
+    As FlexAttention's score_mod, with its derivative beside it.
+
+    >>> ScoreMod(softcap=1.0).scores(np.ones((1, 4)), np.ones((1, 4)))  # 4 / 2
+    array([[0.96402758]])
+    """
+
+    def __init__(self, scale=None, softcap=None, bias=None, sinks=None):
+        self.scale, self.softcap = scale, softcap
+        self.bias, self.sinks = bias, sinks
+
+    def scaled(self, raw, d):
+        # S = Q K^T / sqrt(d_k), or Q K^T * scale; dS alike, backward
+        return raw / math.sqrt(d) if self.scale is None else raw * self.scale
+
+    def scores(self, q, k, rows=slice(None), cols=slice(None)):
+        """The scores of q (..., bq, d) and k (..., bk, d), before the
+        mask; the bias of the tile (rows, cols) is added."""
+        s = self.scaled(q @ np.swapaxes(k, -2, -1), q.shape[-1])
+        if self.softcap is not None:  # Gemma 2: cap tanh(S / cap)
+            s = self.softcap * np.tanh(s / self.softcap)  # (..., bq, bk)
+        if self.bias is not None:  # ALiBi, relative positions: added
+            s = s + self.bias[..., rows, cols]  # (..., bq, bk)
+        return s
+
+    def scores_backward(self, d_scores, q, k):
+        """dL/d(Q K^T) from dL/dS: back through the cap and the scale."""
+        if self.softcap is not None:  # d(c tanh(x / c)) / dx = 1 - tanh^2
+            x = self.scaled(q @ np.swapaxes(k, -2, -1), q.shape[-1])
+            d_scores = d_scores * (1 - np.tanh(x / self.softcap) ** 2)
+        return self.scaled(d_scores, q.shape[-1])  # (..., bq, bk)
+
+    def sink_logits(self, shape):
+        """The sinks (H,) as one more score per row: (*shape[:-1], 1)."""
+        return np.broadcast_to(self.sinks[:, None, None], (*shape[:-1], 1))
+
+    def softmax(self, scores):
+        """The weights (..., Tq, Tk): over the keys and the sink, if any."""
+        if self.sinks is None:
+            return softmax_rows(scores)
+        sink = self.sink_logits(scores.shape)  # a key with no value
+        both = np.concatenate([scores, sink], -1)  # (..., H, Tq, Tk + 1)
+        return softmax_rows(both)[..., :-1]  # the sink's column dropped
+
+    def sinks_backward(self, p_sink, delta):
+        """dL/dsinks (H,): -p_sink D summed over the rows of each head.
+
+        p_sink (..., H, Tq, 1): the sink's weight; D = rowsum(dA * A).
+        """
+        d_sink = np.sum(-p_sink * delta, axis=(-2, -1))  # (..., H)
+        return d_sink.reshape(-1, d_sink.shape[-1]).sum(axis=0)  # (H,)
+        # --8<-- [end:score-mod]
+
+
 # --8<-- [start:attention]
 def attention(
     q,
@@ -111,8 +231,9 @@ def attention(
     bias=None,
     sinks=None,
 ):
-    """q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
+    """dot_product_attention with grouped heads and score modifiers.
 
+    q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
     k and v may have fewer heads (axis -3) than q, H % H_kv == 0.
     mask broadcasts to (..., Tq, Tk): key padding is (B, 1, 1, Tk),
     see key_padding_mask. int and bool inputs compute in float.
@@ -129,24 +250,14 @@ def attention(
     )  # group: G = H // H_kv query heads per key/value head
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
-    d = q.shape[-1]  # the head size d_k, not d_model
     # --8<-- [start:attention-modifiers]
-    # S = Q K^T / sqrt(d_k), or Q K^T * scale
-    scores = q @ np.swapaxes(k, -2, -1)  # (..., Tq, Tk)
-    scores = scores / math.sqrt(d) if scale is None else scores * scale
-    if softcap is not None:  # Gemma 2: cap tanh(S / cap), before the mask
-        scores = softcap * np.tanh(scores / softcap)
-    if bias is not None:  # ALiBi, relative positions: added to S
-        scores = scores + bias
-    if mask is not None:
-        scores = np.where(mask, -np.inf, scores)  # before the softmax
+    mod = ScoreMod(scale, softcap, bias, sinks)  # None: left out
+    scores = apply_mask(mod.scores(q, k), mask)  # (..., Tq, Tk)
     checks.scores_finite(scores, mask)  # q @ k^T can overflow: name it
-    if sinks is not None:  # gpt-oss: one more logit per head, no value
-        weights = softmax_with_sinks(scores, sinks, empty_rows)
-    else:  # each row sums to 1 over keys (or 0: empty_rows="zero")
-        weights = softmax(scores, axis=-1, empty_rows=empty_rows)
+    # each row sums to 1 over the keys (and the sink); an empty row is 0
+    weights = mod.softmax(scores)  # (..., Tq, Tk)
     # --8<-- [end:attention-modifiers]
-    return weights @ v, weights  # (..., Tq, dv), (..., Tq, Tk)
+    return weighted_sum(weights, v), weights  # (..., Tq, dv), (.., Tq, Tk)
     # --8<-- [end:attention]
 
 
@@ -177,7 +288,7 @@ def attention_backward(
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
     modifiers = {"scale": scale, "softcap": softcap, "bias": bias}
     _, weights = attention(q, k, v, mask, empty_rows, **modifiers, sinks=sinks)
-    d = q.shape[-1]  # the head size d_k
+    mod = ScoreMod(scale, softcap, sinks=sinks)  # the forward's modifiers
     # --8<-- [start:attention-backward-dv]
     # dV = A^T dO: each value collects the rows that read it
     dv = np.swapaxes(weights, -2, -1) @ dout  # (..., Tk, dv)
@@ -195,19 +306,13 @@ def attention_backward(
         no_sink = np.isneginf(np.asarray(sinks))[:, None, None]  # (H, 1, 1)
         p_sink = np.where(no_sink, 0.0, 1 - weights.sum(-1, keepdims=True))
         # ds_h = sum over the rows of head h of -p_sink rowsum(dA * A)
-        d_sink = -p_sink * np.sum(d_weights * weights, -1, keepdims=True)
-        d_sink = d_sink.sum(axis=(-2, -1))  # (..., H): the rows added
-        dsinks = d_sink.reshape(-1, d_sink.shape[-1]).sum(axis=0)  # (H,)
+        delta = np.sum(d_weights * weights, -1, keepdims=True)  # (.., 1)
+        dsinks = mod.sinks_backward(p_sink, delta)  # (H,)
     # --8<-- [end:attention-backward-sinks]
-    # --8<-- [start:attention-backward-softcap]
-    if softcap is not None:  # d(cap tanh(S / cap)) / dS = 1 - tanh^2
-        raw = q @ np.swapaxes(k, -2, -1)  # S before the cap: (..., Tq, Tk)
-        raw = raw / math.sqrt(d) if scale is None else raw * scale
-        d_scores = d_scores * (1 - np.tanh(raw / softcap) ** 2)
-    # --8<-- [end:attention-backward-softcap]
     # --8<-- [start:attention-backward-dq-dk]
+    # through the soft-cap and the scale: dL/d(Q K^T)
+    d_scores = mod.scores_backward(d_scores, q, k)  # (..., Tq, Tk)
     # dQ = dS K / sqrt(d_k) and dK = dS^T Q / sqrt(d_k) (or * scale)
-    d_scores = d_scores / math.sqrt(d) if scale is None else d_scores * scale
     dq = d_scores @ k  # (..., Tq, d)
     dk = np.swapaxes(d_scores, -2, -1) @ q  # (..., Tk, d)
     # --8<-- [end:attention-backward-dq-dk]
@@ -643,29 +748,48 @@ class MultiHeadAttention:
     def __call__(self, x, mask=None, context=None, positions=None):
         """x (B, Tq, d_model); context (B, Tk, d_model) gives K and V.
 
-        ``positions`` (Tq,): where the rows of x sit, for RoPE only
-        (default 0 .. Tq - 1).
+        Returns y (B, Tq, d_model) and the weights (B, H, Tq, Tk).
         """
         x, context = checks.model_arrays(x, context, self.d_model, self.rope)
-        if context is None:
-            context = x  # self-attention (with rope, always)
-        # Q = X Wq, K = X Wk, V = X Wv: one GEMM for all heads
-        q = self.split_heads(_linear(x, self.Wq, self.bq))  # (B, H, T, dh)
-        k = self.split_heads(_linear(context, self.Wk, self.bk))  # H_kv
-        v = self.split_heads(_linear(context, self.Wv, self.bv))  # H_kv
-        # --8<-- [start:mha-rope]
-        if self.rope:  # after the head split, at absolute positions
-            if positions is None:
-                positions = np.arange(x.shape[1])  # (T,): 0 .. T - 1
-            positions = checks.array_of(positions, "positions", np.asarray)
-            q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
-            k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, ..)
-        # --8<-- [end:mha-rope]
-        out, weights = attention(q, k, v, mask)  # (B, H, Tq, dh)
-        # Concat(head_1, ..., head_h) Wo
-        y = _linear(self.merge_heads(out), self.Wo, self.bo)
+        context = x if context is None else context  # self-attention
+        # project: Q = X Wq, K = C Wk, V = C Wv, all heads in one product
+        q = linear(x, self.Wq, self.bq)  # (B, Tq, d_model)
+        k = linear(context, self.Wk, self.bk)  # (B, Tk, H_kv * dh)
+        v = linear(context, self.Wv, self.bv)  # (B, Tk, H_kv * dh)
+        # split: one slice of the features per head
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        q, k = self.rotate(q, k, positions)  # RoPE only (kv-cache page)
+        out, weights = self.attend_heads(q, k, v, mask)  # (B, H, Tq, dh)
+        # merge: Concat(head_1, ..., head_h), then Wo
+        y = linear(self.merge_heads(out), self.Wo, self.bo)
         return y, weights  # (B, Tq, d_model), (B, H, Tq, Tk)
         # --8<-- [end:mha-forward]
+
+    # --8<-- [start:mha-attend]
+    def attend_heads(self, q, k, v, mask=None):
+        """The five steps in every head; a key/value head serves G query
+        heads when the layer groups them (n_kv_head < n_head)."""
+        group = self.n_head // self.n_kv_head  # G = H // H_kv
+        if group > 1:  # grouped-query attention: repeat each K, V head
+            k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
+        return dot_product_attention(q, k, v, mask)  # (B, H, Tq, dh)
+        # --8<-- [end:mha-attend]
+
+    # --8<-- [start:mha-rope]
+    def rotate(self, q, k, positions=None):
+        """q and k as they are, or turned by RoPE when the layer has it.
+
+        ``positions`` (Tq,): where the rows of x sit (default 0 .. Tq - 1).
+        """
+        if not self.rope:
+            return q, k
+        if positions is None:  # after the head split, absolute positions
+            positions = np.arange(q.shape[-2])  # (T,): 0 .. T - 1
+        positions = checks.array_of(positions, "positions", np.asarray)
+        q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
+        k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, T, dh)
+        return q, k
+        # --8<-- [end:mha-rope]
 
     # --8<-- [start:mha-backward]
     def backward(self, x, dy, mask=None, context=None, positions=None):
@@ -683,15 +807,14 @@ class MultiHeadAttention:
             context = x  # x feeds all three projections
         grads = {}
         # the forward again: backward needs its intermediate values
-        q = self.split_heads(_linear(x, self.Wq, self.bq))  # (B, H, T, dh)
-        k = self.split_heads(_linear(context, self.Wk, self.bk))  # H_kv
-        v = self.split_heads(_linear(context, self.Wv, self.bv))  # H_kv
-        if self.rope:
+        q = self.split_heads(linear(x, self.Wq, self.bq))  # (B, H, T, dh)
+        k = self.split_heads(linear(context, self.Wk, self.bk))  # H_kv
+        v = self.split_heads(linear(context, self.Wv, self.bv))  # H_kv
+        if self.rope:  # read once: the gradients turn back by them
             if positions is None:
                 positions = np.arange(x.shape[1])  # (T,): 0 .. T - 1
             positions = checks.array_of(positions, "positions", np.asarray)
-            q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
-            k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, ..)
+        q, k = self.rotate(q, k, positions)  # RoPE only
         out, _ = attention(q, k, v, mask)  # (B, H, Tq, dh)
         # --8<-- [start:mha-backward-output]
         # y = M Wo + bo, M = merge_heads(out): dWo = M^T dy, dM = dy Wo^T
@@ -733,9 +856,18 @@ class MultiHeadAttention:
         # --8<-- [end:mha-backward]
 
 
-def _linear(x, weight, bias):
-    y = x @ weight
+# --8<-- [start:linear]
+def linear(x, weight, bias=None):
+    """y = x W + b, the learned linear map: (..., d_in) -> (..., d_out).
+
+    weight (d_in, d_out), bias (d_out,) or None. No checks.
+
+    >>> linear(np.ones((1, 2)), np.ones((2, 3)), np.arange(3.0))
+    array([[2., 3., 4.]])
+    """
+    y = x @ weight  # (..., d_out): each output a weighted sum of inputs
     return y if bias is None else y + bias
+    # --8<-- [end:linear]
 
 
 # --8<-- [start:linear-backward]

@@ -257,9 +257,9 @@ def tiled_attention_numpy(
         ruled, query_positions, key_positions, tq, tk, np.asarray, rule
     )
     dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
-    d = q.shape[-1]  # the head size d_k
     if bias is not None:
         bias = np.broadcast_to(bias, (*lead, tq, tk))  # checked, a view
+    mod = numpy_ref.ScoreMod(scale, softcap, bias, sinks)  # as attention's
     out_blocks, lse_blocks = [], []
     for i in range(0, tq, block_q):
         rows = slice(i, i + block_q)
@@ -270,7 +270,7 @@ def tiled_attention_numpy(
             np.zeros((*lead, bq, dv), dtype),
         )  # unnormalised output
         if sinks is not None:  # the sink: one more score per row, no value
-            sink = np.broadcast_to(sinks[:, None, None], (*lead, bq, 1))
+            sink = mod.sink_logits((*lead, bq, 1))  # (..., bq, 1)
             no_value = np.zeros((*lead, 1, dv), dtype)
             state = online_softmax_update_numpy(state, sink, no_value)
         # --8<-- [start:tiled-key-loop-numpy]
@@ -281,15 +281,9 @@ def tiled_attention_numpy(
             tile = tile_mask_numpy(mask, q_pos, k_pos, rows, cols, rule)
             if rule is not None and tile.all():
                 continue  # the rule blocks every pair: skip the tile
-            # S_ij = Q_i K_j^T / sqrt(d_k), or * scale
-            s = q[..., rows, :] @ np.swapaxes(k[..., cols, :], -2, -1)
-            s = s / math.sqrt(d) if scale is None else s * scale
-            if softcap is not None:  # before the mask, as in attention
-                s = softcap * np.tanh(s / softcap)  # (..., bq, bk)
-            if bias is not None:
-                s = s + bias[..., rows, cols]  # (..., bq, bk)
-            if tile is not None:
-                s = np.where(tile, -np.inf, s)  # before the softmax
+            # S_ij = Q_i K_j^T / sqrt(d_k), modified, then masked
+            s = mod.scores(q[..., rows, :], k[..., cols, :], rows, cols)
+            s = numpy_ref.apply_mask(s, tile)  # (..., bq, bk)
             state = online_softmax_update_numpy(state, s, v[..., cols, :])
         # --8<-- [end:tiled-key-loop-numpy]
         row_max, row_sum, acc = state
@@ -406,9 +400,10 @@ def tiled_attention_torch(
     # stays), as FlashAttention keeps them; cast once, at the end
     wide = torch.promote_types(q.dtype, torch.float32)
     kw = {"dtype": wide, "device": q.device}
-    d = q.shape[-1]  # the head size d_k
     if bias is not None:
         bias = bias.expand(*lead, tq, tk)  # checked, a view
+    sinks = None if sinks is None else sinks.to(wide)
+    mod = torch_ref.ScoreMod(scale, softcap, bias, sinks)  # as attention's
     out_blocks, lse_blocks = [], []
     for i in range(0, tq, block_q):
         rows = slice(i, i + block_q)
@@ -419,7 +414,7 @@ def tiled_attention_torch(
             torch.zeros((*lead, bq, dv), **kw),
         )  # unnormalised output
         if sinks is not None:  # the sink: one more score per row, no value
-            sink = sinks.to(wide).view(-1, 1, 1).expand(*lead, bq, 1)
+            sink = mod.sink_logits((*lead, bq, 1))  # (..., bq, 1)
             no_value = torch.zeros((*lead, 1, dv), **kw)
             state = online_softmax_update_torch(state, sink, no_value)
         # --8<-- [start:tiled-key-loop-torch]
@@ -432,16 +427,10 @@ def tiled_attention_torch(
             if rule is not None and tile.all():
                 continue  # the rule blocks every pair: skip the tile
             k_j, v_j = k[..., cols, :].to(wide), v[..., cols, :].to(wide)
-            # S_ij = Q_i K_j^T / sqrt(d_k) (or * scale), in float32 for
-            # fp16 and bf16
-            s = q_i @ k_j.transpose(-2, -1)
-            s = s / math.sqrt(d) if scale is None else s * scale
-            if softcap is not None:  # before the mask, as in attention
-                s = softcap * torch.tanh(s / softcap)  # (..., bq, bk)
-            if bias is not None:
-                s = s + bias[..., rows, cols].to(wide)  # (..., bq, bk)
-            if tile is not None:
-                s = s.masked_fill(tile, -math.inf)  # before the softmax
+            # S_ij = Q_i K_j^T / sqrt(d_k), modified, then masked; in
+            # float32 for fp16 and bf16
+            s = mod.scores(q_i, k_j, rows, cols)  # (..., bq, bk)
+            s = torch_ref.apply_mask(s, tile)  # (..., bq, bk)
             state = online_softmax_update_torch(state, s, v_j)
         # --8<-- [end:tiled-key-loop-torch]
         row_max, row_sum, acc = state
@@ -489,17 +478,9 @@ def backward_tile_numpy(
     (..., bq, dv); lse_i and delta_i (..., bq, 1); tile: blocked or None.
     scale, softcap and the tile's bias (..., bq, bk) as the forward's.
     """
-    if scale is None:
-        scale = 1 / math.sqrt(q_i.shape[-1])  # 1 / sqrt(d_k)
-    # S_ij = Q_i K_j^T / sqrt(d_k), masked as the forward masked it
-    s = q_i @ np.swapaxes(k_j, -2, -1) * scale  # (..., bq, bk)
-    if softcap is not None:  # cap tanh(S / cap), as the forward
-        capped = np.tanh(s / softcap)  # (..., bq, bk)
-        s = softcap * capped
-    if bias is not None:
-        s = s + bias
-    if tile is not None:
-        s = np.where(tile, -np.inf, s)
+    mod = numpy_ref.ScoreMod(scale, softcap, bias)  # the forward's
+    # S_ij = Q_i K_j^T / sqrt(d_k), modified and masked as the forward
+    s = numpy_ref.apply_mask(mod.scores(q_i, k_j), tile)  # (..., bq, bk)
     # --8<-- [start:backward-tile-products-numpy]
     # P_ij = exp(S_ij - L_i): the forward's weights, without a softmax
     p = np.exp(s - lse_i)  # (..., bq, bk); blocked keys give exactly 0
@@ -509,12 +490,12 @@ def backward_tile_numpy(
     dp = dout_i @ np.swapaxes(v_j, -2, -1)  # (..., bq, bk)
     # dS_ij = P_ij * (dP_ij - D_i): D_i stands in for rowsum(dP * P)
     ds = p * (dp - delta_i)  # (..., bq, bk)
-    if softcap is not None:  # through the cap: 1 - tanh^2(S / cap)
-        ds = ds * (1 - capped**2)
-    # dQ_i += dS_ij K_j / sqrt(d_k)
-    dq_i = ds @ k_j * scale  # (..., bq, d)
+    # back through the soft-cap and the scale, as attention_backward
+    ds = mod.scores_backward(ds, q_i, k_j)  # (..., bq, bk)
+    # dQ_i += dS_ij K_j / sqrt(d_k): ds holds the 1 / sqrt(d_k) now
+    dq_i = ds @ k_j  # (..., bq, d)
     # dK_j += dS_ij^T Q_i / sqrt(d_k)
-    dk_j = np.swapaxes(ds, -2, -1) @ q_i * scale  # (..., bk, d)
+    dk_j = np.swapaxes(ds, -2, -1) @ q_i  # (..., bk, d)
     return dq_i, dk_j, dv_j
     # --8<-- [end:backward-tile-products-numpy]
     # --8<-- [end:backward-tile-numpy]
@@ -631,8 +612,8 @@ def tiled_attention_backward_numpy(
         return dq, dk, dv
     # the sink's weight exp(s_h - L) per row; its dP is 0 (no value)
     sink = np.asarray(sinks, out.dtype)[:, None, None]  # (H, 1, 1)
-    d_sink = np.sum(-np.exp(sink - lse) * delta, axis=(-2, -1))  # (..., H)
-    return dq, dk, dv, d_sink.reshape(-1, d_sink.shape[-1]).sum(axis=0)
+    mod = numpy_ref.ScoreMod(sinks=sinks)
+    return dq, dk, dv, mod.sinks_backward(np.exp(sink - lse), delta)  # (H,)
     # --8<-- [end:tiled-attention-backward-numpy]
 
 
@@ -655,17 +636,9 @@ def backward_tile_torch(
     (..., bq, dv); lse_i and delta_i (..., bq, 1); tile: blocked or None.
     scale, softcap and the tile's bias (..., bq, bk) as the forward's.
     """
-    if scale is None:
-        scale = 1 / math.sqrt(q_i.shape[-1])  # 1 / sqrt(d_k)
-    # S_ij = Q_i K_j^T / sqrt(d_k), masked as the forward masked it
-    s = q_i @ k_j.transpose(-2, -1) * scale  # (..., bq, bk)
-    if softcap is not None:  # cap tanh(S / cap), as the forward
-        capped = torch.tanh(s / softcap)  # (..., bq, bk)
-        s = softcap * capped
-    if bias is not None:
-        s = s + bias
-    if tile is not None:
-        s = s.masked_fill(tile, -math.inf)
+    mod = torch_ref.ScoreMod(scale, softcap, bias)  # the forward's
+    # S_ij = Q_i K_j^T / sqrt(d_k), modified and masked as the forward
+    s = torch_ref.apply_mask(mod.scores(q_i, k_j), tile)  # (..., bq, bk)
     # --8<-- [start:backward-tile-products-torch]
     # P_ij = exp(S_ij - L_i): the forward's weights, without a softmax
     p = torch.exp(s - lse_i)  # (..., bq, bk); blocked keys give exactly 0
@@ -675,12 +648,12 @@ def backward_tile_torch(
     dp = dout_i @ v_j.transpose(-2, -1)  # (..., bq, bk)
     # dS_ij = P_ij * (dP_ij - D_i): D_i stands in for rowsum(dP * P)
     ds = p * (dp - delta_i)  # (..., bq, bk)
-    if softcap is not None:  # through the cap: 1 - tanh^2(S / cap)
-        ds = ds * (1 - capped**2)
-    # dQ_i += dS_ij K_j / sqrt(d_k)
-    dq_i = ds @ k_j * scale  # (..., bq, d)
+    # back through the soft-cap and the scale, as attention_backward
+    ds = mod.scores_backward(ds, q_i, k_j)  # (..., bq, bk)
+    # dQ_i += dS_ij K_j / sqrt(d_k): ds holds the 1 / sqrt(d_k) now
+    dq_i = ds @ k_j  # (..., bq, d)
     # dK_j += dS_ij^T Q_i / sqrt(d_k)
-    dk_j = ds.transpose(-2, -1) @ q_i * scale  # (..., bk, d)
+    dk_j = ds.transpose(-2, -1) @ q_i  # (..., bk, d)
     return dq_i, dk_j, dv_j
     # --8<-- [end:backward-tile-products-torch]
     # --8<-- [end:backward-tile-torch]
@@ -802,8 +775,8 @@ def tiled_attention_backward_torch(
         return grads
     # the sink's weight exp(s_h - L) per row; its dP is 0 (no value)
     sink = sinks.to(acc).view(-1, 1, 1)  # (H, 1, 1)
-    d_sink = (-torch.exp(sink - lse) * delta).sum(dim=(-2, -1))  # (..., H)
-    dsinks = d_sink.reshape(-1, d_sink.shape[-1]).sum(dim=0)  # (H,)
+    mod = torch_ref.ScoreMod(sinks=sinks)
+    dsinks = mod.sinks_backward(torch.exp(sink - lse), delta)  # (H,)
     return (*grads, dsinks.to(sinks.dtype))
     # --8<-- [end:tiled-attention-backward-torch]
 

@@ -16,6 +16,70 @@ from torch import nn
 from mha_ref import checks, checks_torch
 
 
+# --8<-- [start:attention-scores]
+def attention_scores(q, k):
+    """Step 1, S = Q K^T / sqrt(d_k): how well each query fits each key.
+
+    q (..., Tq, d), k (..., Tk, d) -> (..., Tq, Tk). No checks.
+    """
+    d = q.shape[-1]  # the head size d_k, not d_model
+    return q @ k.transpose(-2, -1) / math.sqrt(d)  # (..., Tq, Tk)
+    # --8<-- [end:attention-scores]
+
+
+# --8<-- [start:apply-mask]
+def apply_mask(scores, mask):
+    """Step 2: a blocked score (mask True) becomes -inf; None blocks none.
+
+    The softmax then gives it weight exactly 0. No checks.
+    """
+    if mask is None:
+        return scores
+    return scores.masked_fill(mask, float("-inf"))  # before the softmax
+    # --8<-- [end:apply-mask]
+
+
+# --8<-- [start:softmax-rows]
+def softmax_rows(scores, axis=-1):
+    """Step 3: each row of scores as weights >= 0 that sum to 1.
+
+    -inf gets weight 0; a row of only -inf gets 0 everywhere (torch's
+    softmax alone gives NaN there). No checks.
+    """
+    weights = scores.softmax(dim=axis)  # NaN in a row of only -inf
+    empty = scores.isneginf().all(dim=axis, keepdim=True)  # no key
+    return weights.masked_fill(empty, 0.0) if empty.any() else weights
+    # --8<-- [end:softmax-rows]
+
+
+# --8<-- [start:weighted-sum]
+def weighted_sum(weights, v):
+    """Step 4, O = A V: each output row mixes the value rows by weight.
+
+    weights (..., Tq, Tk), v (..., Tk, dv) -> (..., Tq, dv). No checks.
+    """
+    return weights @ v  # (..., Tq, dv)
+    # --8<-- [end:weighted-sum]
+
+
+# --8<-- [start:dot-product-attention]
+def dot_product_attention(q, k, v, mask=None):
+    """q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
+
+    Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
+    """
+    mask = checks_torch.dot_product_attention_tensors(q, k, v, mask)
+    dtype = q.dtype  # fp16 and bf16 compute in float32, as SDPA does
+    wide = torch.promote_types(dtype, torch.float32)  # float64 stays
+    q, k, v = q.to(wide), k.to(wide), v.to(wide)
+    scores = attention_scores(q, k)  # step 1: Q K^T / sqrt(d_k)
+    scores = apply_mask(scores, mask)  # step 2: blocked keys get -inf
+    weights = softmax_rows(scores)  # step 3: each row sums to 1
+    out = weighted_sum(weights, v)  # step 4: O = A V
+    return out.to(dtype), weights.to(dtype)  # back to the inputs' dtype
+    # --8<-- [end:dot-product-attention]
+
+
 # --8<-- [start:softmax-with-sinks]
 def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     """Softmax over the keys and one extra logit per head: the sink.
@@ -26,12 +90,9 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     A sink of -inf is no sink.
     """
     checks_torch.sinks_tensors(scores, sinks)  # sinks (H,), no NaN, +inf
-    sink = sinks.view(-1, 1, 1).expand(*scores.shape[:-1], 1)  # (.., 1)
-    both = torch.cat([scores, sink.to(scores.dtype)], dim=-1)  # Tk + 1
-    empty = both.isneginf().all(dim=-1, keepdim=True)  # no key, no sink
-    checks.rows_without_keys(empty[..., 0].cpu().numpy(), empty_rows)
-    weights = both.softmax(dim=-1).masked_fill(empty, 0.0)
-    return weights[..., :-1]  # the sink's column dropped: (..., H, Tq, Tk)
+    no_key = scores.isneginf().all(dim=-1) & sinks.isneginf().view(-1, 1)
+    checks.rows_without_keys(no_key.cpu().numpy(), empty_rows)  # (.., Tq)
+    return ScoreMod(sinks=sinks).softmax(scores)  # (..., H, Tq, Tk)
     # --8<-- [end:softmax-with-sinks]
 
 
@@ -70,6 +131,64 @@ def repeat_kv_heads(x, group):
     # --8<-- [end:repeat-kv-heads]
 
 
+# --8<-- [start:score-mod]
+class ScoreMod:
+    """The score modifiers, written once for every pass that uses them.
+
+    attention, attention_backward and the tiled passes (tiled.py) build
+    one and call it: scale (None: 1 / sqrt(d_k)), softcap, then bias,
+    in Gemma 2's order, before the mask; sinks (H,) in the softmax.
+    The values come checked by the caller's guard; None changes nothing.
+    As FlexAttention's score_mod, with its derivative beside it.
+    """
+
+    def __init__(self, scale=None, softcap=None, bias=None, sinks=None):
+        self.scale, self.softcap = scale, softcap
+        self.bias, self.sinks = bias, sinks
+
+    def scaled(self, raw, d):
+        # S = Q K^T / sqrt(d_k), or Q K^T * scale; dS alike, backward
+        return raw / math.sqrt(d) if self.scale is None else raw * self.scale
+
+    def scores(self, q, k, rows=slice(None), cols=slice(None)):
+        """The scores of q (..., bq, d) and k (..., bk, d), before the
+        mask; the bias of the tile (rows, cols) is added."""
+        s = self.scaled(q @ k.transpose(-2, -1), q.shape[-1])
+        if self.softcap is not None:  # Gemma 2: cap tanh(S / cap)
+            s = self.softcap * torch.tanh(s / self.softcap)  # (.., bq, bk)
+        if self.bias is not None:  # ALiBi, relative positions: added
+            s = s + self.bias[..., rows, cols].to(s.dtype)  # (..., bq, bk)
+        return s
+
+    def scores_backward(self, d_scores, q, k):
+        """dL/d(Q K^T) from dL/dS: back through the cap and the scale."""
+        if self.softcap is not None:  # d(c tanh(x / c)) / dx = 1 - tanh^2
+            x = self.scaled(q @ k.transpose(-2, -1), q.shape[-1])
+            d_scores = d_scores * (1 - torch.tanh(x / self.softcap) ** 2)
+        return self.scaled(d_scores, q.shape[-1])  # (..., bq, bk)
+
+    def sink_logits(self, shape):
+        """The sinks (H,) as one more score per row: (*shape[:-1], 1)."""
+        return self.sinks.view(-1, 1, 1).expand(*shape[:-1], 1)
+
+    def softmax(self, scores):
+        """The weights (..., Tq, Tk): over the keys and the sink, if any."""
+        if self.sinks is None:
+            return softmax_rows(scores)
+        sink = self.sink_logits(scores.shape).to(scores.dtype)  # no value
+        both = torch.cat([scores, sink], dim=-1)  # (..., H, Tq, Tk + 1)
+        return softmax_rows(both)[..., :-1]  # the sink's column dropped
+
+    def sinks_backward(self, p_sink, delta):
+        """dL/dsinks (H,): -p_sink D summed over the rows of each head.
+
+        p_sink (..., H, Tq, 1): the sink's weight; D = rowsum(dA * A).
+        """
+        d_sink = (-p_sink * delta).sum(dim=(-2, -1))  # (..., H)
+        return d_sink.reshape(-1, d_sink.shape[-1]).sum(dim=0)  # (H,)
+        # --8<-- [end:score-mod]
+
+
 # --8<-- [start:attention]
 def attention(
     q,
@@ -83,8 +202,9 @@ def attention(
     bias=None,
     sinks=None,
 ):
-    """q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
+    """dot_product_attention with grouped heads and score modifiers.
 
+    q (..., Tq, d), k (..., Tk, d), v (..., Tk, dv); True = blocked.
     k and v may have fewer heads (axis -3) than q, H % H_kv == 0.
     mask broadcasts to (..., Tq, Tk): key padding is (B, 1, 1, Tk),
     see key_padding_mask. float16 and bfloat16 compute in float32.
@@ -101,30 +221,18 @@ def attention(
     )  # group: G = H // H_kv query heads per key/value head
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
-    dtype, d = q.dtype, q.shape[-1]  # d: the head size d_k, not d_model
     # fp16 and bf16 compute in float32, as SDPA does; float64 stays
-    wide = torch.promote_types(dtype, torch.float32)
+    dtype, wide = q.dtype, torch.promote_types(q.dtype, torch.float32)
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
+    sinks = None if sinks is None else sinks.to(wide)
     # --8<-- [start:attention-modifiers]
-    # S = Q K^T / sqrt(d_k), or Q K^T * scale
-    scores = q @ k.transpose(-2, -1)  # (..., Tq, Tk)
-    scores = scores / math.sqrt(d) if scale is None else scores * scale
-    if softcap is not None:  # Gemma 2: cap tanh(S / cap), before the mask
-        scores = softcap * torch.tanh(scores / softcap)
-    if bias is not None:  # ALiBi, relative positions: added to S
-        scores = scores + bias.to(wide)
-    if mask is not None:
-        scores = scores.masked_fill(mask, float("-inf"))  # before softmax
+    mod = ScoreMod(scale, softcap, bias, sinks)  # None: left out
+    scores = apply_mask(mod.scores(q, k), mask)  # (..., Tq, Tk)
     checks_torch.scores_no_overflow(scores, mask)  # q @ k^T can overflow
-    if sinks is not None:  # gpt-oss: one more logit per head, no value
-        weights = softmax_with_sinks(scores, sinks.to(wide), empty_rows)
-    else:
-        weights = scores.softmax(dim=-1)  # each row sums to 1 over keys
+    # each row sums to 1 over the keys (and the sink); an empty row is 0
+    weights = mod.softmax(scores)  # (..., Tq, Tk)
     # --8<-- [end:attention-modifiers]
-    if empty_rows == "zero" and mask is not None:  # SDPA, flash-attn
-        empty = mask.all(dim=-1, keepdim=True)  # (..., Tq, 1): no key
-        weights = weights.masked_fill(empty, 0.0)  # NaN rows become 0
-    out = weights @ v  # (..., Tq, dv)
+    out = weighted_sum(weights, v)  # (..., Tq, dv)
     return out.to(dtype), weights.to(dtype)  # cast back once, at the end
     # --8<-- [end:attention]
 
@@ -159,7 +267,7 @@ def attention_backward(
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
     modifiers = {"scale": scale, "softcap": softcap, "bias": bias}
     _, weights = attention(q, k, v, mask, empty_rows, **modifiers, sinks=sinks)
-    d = q.shape[-1]  # the head size d_k
+    mod = ScoreMod(scale, softcap, sinks=sinks)  # the forward's modifiers
     # --8<-- [start:attention-backward-dv]
     # dV = A^T dO: each value collects the rows that read it
     dv = weights.transpose(-2, -1) @ dout  # (..., Tk, dv)
@@ -177,19 +285,13 @@ def attention_backward(
         no_sink = sinks.isneginf().view(-1, 1, 1)  # (H, 1, 1)
         p_sink = (1 - weights.sum(-1, keepdim=True)).masked_fill(no_sink, 0)
         # ds_h = sum over the rows of head h of -p_sink rowsum(dA * A)
-        d_sink = -p_sink * (d_weights * weights).sum(-1, keepdim=True)
-        d_sink = d_sink.sum(dim=(-2, -1))  # (..., H): the rows added
-        dsinks = d_sink.reshape(-1, d_sink.shape[-1]).sum(dim=0)  # (H,)
+        delta = (d_weights * weights).sum(-1, keepdim=True)  # (..., Tq, 1)
+        dsinks = mod.sinks_backward(p_sink, delta)  # (H,)
     # --8<-- [end:attention-backward-sinks]
-    # --8<-- [start:attention-backward-softcap]
-    if softcap is not None:  # d(cap tanh(S / cap)) / dS = 1 - tanh^2
-        raw = q @ k.transpose(-2, -1)  # S before the cap: (..., Tq, Tk)
-        raw = raw / math.sqrt(d) if scale is None else raw * scale
-        d_scores = d_scores * (1 - torch.tanh(raw / softcap) ** 2)
-    # --8<-- [end:attention-backward-softcap]
     # --8<-- [start:attention-backward-dq-dk]
+    # through the soft-cap and the scale: dL/d(Q K^T)
+    d_scores = mod.scores_backward(d_scores, q, k)  # (..., Tq, Tk)
     # dQ = dS K / sqrt(d_k) and dK = dS^T Q / sqrt(d_k) (or * scale)
-    d_scores = d_scores / math.sqrt(d) if scale is None else d_scores * scale
     dq = d_scores @ k  # (..., Tq, d)
     dk = d_scores.transpose(-2, -1) @ q  # (..., Tk, d)
     # --8<-- [end:attention-backward-dq-dk]
@@ -469,6 +571,21 @@ def _as_tensor_like_numpy(values):
     return torch.as_tensor(np.asarray(values))
 
 
+# --8<-- [start:linear]
+def linear(x, weight, bias=None):
+    """y = x W^T + b, the learned linear map: (..., d_in) -> (..., d_out).
+
+    weight (d_out, d_in), as nn.Linear stores it; bias (d_out,) or None.
+    This is nn.Linear's forward: the layer's self.wq(x) runs it with
+    self.wq.weight and self.wq.bias. No checks.
+
+    >>> linear(torch.ones(1, 2), torch.ones(3, 2), torch.arange(3.0))
+    tensor([[2., 3., 4.]])
+    """
+    return F.linear(x, weight, bias)  # (..., d_out)
+    # --8<-- [end:linear]
+
+
 class MultiHeadAttention(nn.Module):
     """Self- or cross-attention with ``n_head`` heads, from scratch.
 
@@ -520,43 +637,67 @@ class MultiHeadAttention(nn.Module):
         return x.view(b, t, h * dh)  # (B, T, d_model)
         # --8<-- [end:merge-heads]
 
-    # --8<-- [start:mha-project]
-    def project(self, x, context=None, positions=None):
-        """Checked inputs -> q (B, H, Tq, dh), k and v (B, H_kv, Tk, dh).
+    # --8<-- [start:mha-forward]
+    def forward(self, x, mask=None, context=None, positions=None):
+        """x (B, Tq, d_model); context (B, Tk, d_model) gives K and V.
 
-        ``positions`` (Tq,): where the rows of x sit, for RoPE only
-        (default 0 .. Tq - 1).
+        Returns y (B, Tq, d_model) and the weights (B, H, Tq, Tk).
         """
         weight = self.wq.weight  # the module's dtype and device
         checks_torch.model_tensors(x, context, self.d_model, weight, self.rope)
-        if context is None:
-            context = x  # self-attention
+        context = x if context is None else context  # self-attention
+        # project: Q = X Wq, K = C Wk, V = C Wv (nn.Linear runs linear)
+        q = self.wq(x)  # (B, Tq, d_model): all heads in one product
+        k = self.wk(context)  # (B, Tk, H_kv * dh)
+        v = self.wv(context)  # (B, Tk, H_kv * dh)
+        # split: one slice of the features per head
+        q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
+        q, k = self.rotate(q, k, positions)  # RoPE only (kv-cache page)
+        out, weights = self.attend_heads(q, k, v, mask)  # (B, H, Tq, dh)
+        # merge: Concat(head_1, ..., head_h), then Wo
+        y = self.wo(self.merge_heads(out))  # (B, Tq, d_model)
+        return y, weights  # (B, Tq, d_model), (B, H, Tq, Tk)
+        # --8<-- [end:mha-forward]
+
+    # --8<-- [start:mha-attend]
+    def attend_heads(self, q, k, v, mask=None):
+        """The five steps in every head; a key/value head serves G query
+        heads when the layer groups them (n_kv_head < n_head)."""
+        group = self.n_head // self.n_kv_head  # G = H // H_kv
+        if group > 1:  # grouped-query attention: repeat each K, V head
+            k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
+        return dot_product_attention(q, k, v, mask)  # (B, H, Tq, dh)
+        # --8<-- [end:mha-attend]
+
+    # --8<-- [start:mha-rope]
+    def rotate(self, q, k, positions=None):
+        """q and k as they are, or turned by RoPE when the layer has it.
+
+        ``positions`` (Tq,): where the rows of x sit (default 0 .. Tq - 1).
+        """
+        if not self.rope:
+            return q, k
+        if positions is None:  # after the head split, absolute positions
+            positions = torch.arange(q.shape[-2], device=q.device)  # (T,)
+        positions = checks.array_of(positions, "positions", torch.as_tensor)
+        q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
+        k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, T, dh)
+        return q, k
+        # --8<-- [end:mha-rope]
+
+    def project(self, x, context=None, positions=None):
+        """Checked inputs -> q (B, H, Tq, dh), k and v (B, H_kv, Tk, dh).
+
+        The forward's first steps (project, split, RoPE), for the
+        functions that attend in their own way (SDPA, a KV cache).
+        """
+        weight = self.wq.weight  # the module's dtype and device
+        checks_torch.model_tensors(x, context, self.d_model, weight, self.rope)
+        context = x if context is None else context  # self-attention
         q = self.split_heads(self.wq(x))  # (B, H, Tq, dh)
         k = self.split_heads(self.wk(context))  # (B, H_kv, Tk, dh)
         v = self.split_heads(self.wv(context))  # (B, H_kv, Tk, dh)
-        # --8<-- [start:mha-rope]
-        if self.rope:  # after the head split, at absolute positions
-            if positions is None:
-                positions = torch.arange(x.shape[1], device=x.device)
-            positions = checks.array_of(
-                positions, "positions", torch.as_tensor
-            )
-            q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
-            k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, ..)
-        # --8<-- [end:mha-rope]
-        return q, k, v
-        # --8<-- [end:mha-project]
-
-    # --8<-- [start:mha-forward]
-    def forward(self, x, mask=None, context=None, positions=None):
-        """x (B, Tq, d_model); context (B, Tk, d_model) gives K and V."""
-        # Q = X Wq, K = X Wk, V = X Wv: one GEMM for all heads
-        q, k, v = self.project(x, context, positions)  # (B, H, T, dh)
-        out, weights = attention(q, k, v, mask)  # (B, H, Tq, dh)
-        # Concat(head_1, ..., head_h) Wo
-        y = self.wo(self.merge_heads(out))  # (B, Tq, d_model)
-        return y, weights  # weights: (B, H, Tq, Tk)
-        # --8<-- [end:mha-forward]
+        return (*self.rotate(q, k, positions), v)
 
 
 # --8<-- [start:sdpa-forward]

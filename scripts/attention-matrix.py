@@ -32,7 +32,7 @@ k = np.array([[1.0, 1.0], [0.0, 2.0], [-1.0, 1.0], [1.0, 0.0]])  # (T, d)
 v = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, 2.0]])  # (T, dv)
 T, d = q.shape
 mask = numpy_ref.causal_mask(T)  # (T, T), True = blocked
-out, weights = numpy_ref.attention(q, k, v, mask)
+out, weights = numpy_ref.dot_product_attention(q, k, v, mask)
 scores = q @ k.T / np.sqrt(d)  # S = Q K^T / sqrt(d), before the mask
 example = glue.value(
     "example",

@@ -348,6 +348,19 @@ def attention_case(framework, backward=False, tiled_pass=False):
     return Case(make, oracle)
 
 
+def core_attention_case(framework):
+    """dot_product_attention: attention_case's inputs; grouped key/value
+    heads (fewer than q's, more than one) are refused by the core."""
+    inputs = attention_case(framework)
+
+    def oracle(q, k, v, mask=None):
+        if q.shape[-3] > 1 and k.shape[-3] not in (1, q.shape[-3]):
+            return REFUSE  # attention repeats them; the core does not
+        return attention64(q, k, v, mask)
+
+    return Case(inputs.make, oracle)
+
+
 def modifiers64(q, k, v, mask, wide, scale, softcap, bias, sinks):
     """attention with its score modifiers in float64, Gemma 2's order;
     REFUSE for what the guards refuse. ``wide``: the compute dtype,
@@ -3013,6 +3026,7 @@ CASES = {
 for fw in ("numpy", "torch"):
     CASES |= {
         f"{fw}_ref.attention": attention_case(fw),
+        f"{fw}_ref.dot_product_attention": core_attention_case(fw),
         f"{fw}_ref.attention_backward": attention_case(fw, backward=True),
         f"{fw}_ref.softmax_backward": softmax_backward_case(fw),
         f"{fw}_ref.repeat_kv_heads": kv_heads_case(fw, "repeat"),
@@ -3201,6 +3215,19 @@ ELSEWHERE = {
             "module_layer",
             "sdpa_mask_as_is",
             "llama_attention",
+        )
+    },
+    **{
+        f"{fw}_ref.{step}": "an unguarded step of dot_product_attention "
+        "and attention, through them: test_core.py"
+        for fw in ("numpy", "torch")
+        for step in (
+            "attention_scores",
+            "apply_mask",
+            "softmax_rows",
+            "weighted_sum",
+            "linear",
+            "ScoreMod",
         )
     },
     **{
