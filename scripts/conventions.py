@@ -261,42 +261,41 @@ pairing = glue.value(
 
 
 def draw_pairs(fig, theme):
+    """One head per row, its label above it: 3.7 in fits a phone."""
     import matplotlib
 
     ax = fig.subplots()
     cmap = matplotlib.colormaps["tab20"]
+    step = 1.45  # a row: its label, then its cells
     for row, (convention, label) in enumerate(PAIR_ROWS):
-        y = len(PAIR_ROWS) - 1 - row
+        y = (len(PAIR_ROWS) - 1 - row) * step
+        ax.text(0, y + 1.12, label, ha="left", va="center", fontsize=8)
         for j, p in enumerate(pairing["rows"][convention]):
             colour = theme.masked if p < 0 else cmap(2 * p % 20)
             ax.add_patch(
                 matplotlib.patches.Rectangle(
-                    (j, y + 0.1), 0.92, 0.8, color=colour, lw=0
+                    (j + 0.04, y), 0.92, 0.8, color=colour, lw=0
                 )
             )
             text = "-" if p < 0 else str(p)
-            ink = theme.text if p < 0 else theme.text_on(cmap(2 * p % 20))
+            ink = theme.text if p < 0 else theme.text_on(colour)
             ax.text(
-                j + 0.46,
-                y + 0.5,
+                j + 0.5,
+                y + 0.4,
                 text,
                 ha="center",
                 va="center",
                 color=ink,
-                fontsize=9,
+                fontsize=8,
             )
-        ax.text(-0.3, y + 0.5, label, ha="right", va="center", fontsize=9)
-    ax.set_xlim(-6.2, fig_d)
-    ax.set_ylim(-0.6, len(PAIR_ROWS))
-    ax.set_xticks(np.arange(fig_d) + 0.46, [str(j) for j in range(fig_d)])
-    ax.set_xlabel("feature of one head")
-    ax.xaxis.set_label_coords(  # centred under the features, not labels
-        (fig_d / 2 + 6.2) / (fig_d + 6.2), -0.22
-    )
+    ax.set_xlim(0, fig_d)
+    ax.set_ylim(-0.15, len(PAIR_ROWS) * step - 0.1)
+    ax.set_xticks(np.arange(fig_d) + 0.5, [str(j) for j in range(fig_d)])
+    ax.tick_params(axis="x", labelsize=8)
+    ax.set_xlabel("feature of one head", fontsize=8)
     ax.set_yticks([])
     for side in ("top", "right", "left"):
         ax.spines[side].set_visible(False)
-    ax.spines["bottom"].set_bounds(0, fig_d)  # under the features only
 
 
 glue.figure(
@@ -309,7 +308,7 @@ glue.figure(
         f"{fig_r}, the last {fig_d - fig_r} features are not turned and "
         f"rotate-half pairs i with i + {fig_r // 2}"
     ),
-    figsize=(7.0, 2.4),
+    figsize=(3.7, 3.0),
 )
 
 # %% [markdown]
