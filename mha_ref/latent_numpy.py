@@ -167,6 +167,7 @@ class MultiHeadLatentAttention:
         The two things a cache keeps per token: the normalised latent
         and the rotated key that every head shares.
         """
+        # NumPy keeps W transposed, (in, out): x @ W, not W x
         # [c_KV, k_R] = x [W_DKV, W_KR]: one matrix, d_c + d_rope outputs
         both = x @ self.kv_a_proj_with_mqa  # (B, T, d_c + d_rope)
         c_kv, k_rope = np.split(both, [self.kv_lora_rank], axis=-1)

@@ -177,7 +177,14 @@ def on_causal_pairs(scores):
 
 missed = on_causal_pairs(as_cached - exact)  # (B, H, T, T)
 per_key = missed.amax(dim=(0, 1, 2))  # (Tk,): worst over t >= s
-later_keys = missed[..., 1:][~causal[:, 1:].expand_as(missed[..., 1:])]
+later = ~causal[:, 1:].expand_as(missed[..., 1:])  # pairs, s >= 1
+
+
+def later_keys(scores):
+    """|scores| of the causal pairs with key position s >= 1."""
+    return scores[..., 1:].abs()[later]
+
+
 rope_try = glue.value(
     "rope_try",
     {
@@ -186,7 +193,11 @@ rope_try = glue.value(
         "score_scale": on_causal_pairs(exact).max(),
         "key_zero": per_key[0],
         "other_keys_least": per_key[1:].min(),
-        "later_keys_median": later_keys.median(),
+        "later_keys_median": later_keys(as_cached - exact).median(),
+        # the typical miss against the typical score, same pairs
+        "later_exact_median": later_keys(exact).median(),
+        "later_relative": later_keys(as_cached - exact).median()
+        / later_keys(exact).median(),
         "per_key": per_key,
     },
 )
@@ -355,6 +366,37 @@ glue.table(
 )
 
 
+# The comparison points: a mid grey that keeps 3:1 contrast (WCAG's
+# bar for graphics) on each scheme's page background (Material's white
+# and its slate, hsl(232, 15%, 14%)); theme.masked, a fill, does not.
+PAGE_BACKGROUND = {"light": "#ffffff", "dark": "#1e2129"}
+COMPARISON_GREY = {"light": "#767676", "dark": "#959aa6"}
+
+
+def contrast(colour, background):
+    """WCAG contrast ratio of two '#rrggbb' colours, 1 to 21."""
+
+    def luminance(hex_colour):
+        rgb = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+        lin = [
+            c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+            for c in rgb
+        ]
+        return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+    hi, lo = sorted((luminance(colour), luminance(background)))[::-1]
+    return (hi + 0.05) / (lo + 0.05)
+
+
+grey_contrast = {
+    scheme: contrast(grey, PAGE_BACKGROUND[scheme])
+    for scheme, grey in COMPARISON_GREY.items()
+}
+if min(grey_contrast.values()) < 3:
+    raise ValueError(f"comparison grey below 3:1: {grey_contrast}")
+glue.value("grey_contrast", grey_contrast)
+
+
 def draw_cache(fig, theme):
     # points, not bars, on the log axis: a bar's length there would
     # depend on where the axis starts; the ratios are the distances
@@ -362,7 +404,8 @@ def draw_cache(fig, theme):
     shown = list(cache_rows.values())
     kib = [r["per_token"] / 1024 for r in shown]
     shipped = {"mla": theme.series[0], "llama": theme.series[1]}
-    colours = [shipped.get(key, theme.masked) for key in cache_rows]
+    grey = COMPARISON_GREY[theme.name]
+    colours = [shipped.get(key, grey) for key in cache_rows]
     rows = range(len(shown))
     ax.scatter(kib, rows, color=colours, s=60, zorder=3)
     ax.set_yticks(rows, [r["name"] for r in shown])
@@ -375,10 +418,11 @@ def draw_cache(fig, theme):
             xytext=(7, 0),
             textcoords="offset points",
             va="center",
-            fontsize=9,
+            fontsize=8,
         )
-    ax.set_xlabel("KiB per token, all layers (log scale)")
-    ax.set_xlim(min(kib) / 2, max(kib) * 6)
+    ax.set_xlabel("KiB per token, all layers (log)", fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.set_xlim(min(kib) / 2, max(kib) * 8)
     ax.grid(axis="both", which="major", alpha=0.4)
     ax.set_axisbelow(True)
 
@@ -386,7 +430,7 @@ def draw_cache(fig, theme):
 glue.figure(
     "latent-cache-bytes",
     draw_cache,
-    figsize=(3.9, 2.4),
+    figsize=(3.7, 2.4),  # 355 px: whole in a phone's column
     alt="Points on a logarithmic axis, cache kibibytes per token over "
     "all layers in bfloat16: "
     + "; ".join(
@@ -587,34 +631,45 @@ glue.table(
 # $q$ queries; absorbed, each query pays for its own $W^{UK}_i$ and
 # $W^{UV}_i$ products and every query-position pair costs more. Both
 # from `decode_step_flops` (one query's parts), the projections that
-# both forms share left out; the causal mask is left out too (both
-# forms skip the same pairs).
+# both forms share left out. Without the causal mask every query scores
+# all n positions; with it, a chunk at the end of the n positions
+# scores only the pairs s <= t, but the expanded form still expands all
+# n latents, so the mask helps the two forms unequally.
 
 
 # %%
-def chunk_flops(q, n, absorbed):
-    """Attention FLOPs of q queries over n positions, one layer."""
+def chunk_flops(q, n, absorbed, causal=False):
+    """Attention FLOPs of q queries over n positions, one layer; with
+    ``causal``, the q queries are the last q of the n positions."""
     parts = latent_torch.decode_step_flops(V3, n, absorbed)
-    pairs = q * (parts["scores"] + parts["weighted_sum"])
+    # query j of the chunk scores n - q + j + 1 positions under the mask
+    scored = q * (n - q) + q * (q + 1) // 2 if causal else q * n
+    per_pair = (parts["scores"] + parts["weighted_sum"]) // n
     up = parts["up_projections"]  # once per chunk, or per query
-    return pairs + (q * up if absorbed else up)
+    return scored * per_pair + (q * up if absorbed else up)
+
+
+def forms_at(n, causal):
+    """The fewest queries for which expanding pays, and the ratio
+    absorbed over expanded for a prefill of all n positions."""
+    cheaper_from = next(
+        q
+        for q in range(1, n + 1)
+        if chunk_flops(q, n, False, causal) <= chunk_flops(q, n, True, causal)
+    )
+    prefill = chunk_flops(n, n, True, causal) / chunk_flops(
+        n, n, False, causal
+    )
+    return {"cheaper_from": cheaper_from, "prefill": prefill}
 
 
 PREFILL_N = 4096
-expanded_cheaper = next(  # the fewest queries for which expanding pays
-    q
-    for q in range(1, PREFILL_N + 1)
-    if chunk_flops(q, PREFILL_N, False) <= chunk_flops(q, PREFILL_N, True)
-)
 glue.value(
     "forms",
     {
         "n": PREFILL_N,
-        "expanded_cheaper_from": expanded_cheaper,
-        "prefill_absorbed_over_expanded": chunk_flops(
-            PREFILL_N, PREFILL_N, True
-        )
-        / chunk_flops(PREFILL_N, PREFILL_N, False),
+        "unmasked": forms_at(PREFILL_N, causal=False),
+        "causal": forms_at(PREFILL_N, causal=True),
     },
 )
 
@@ -628,18 +683,19 @@ glue.value(
 # %%
 FLOW_BOXES = {  # name: (x, y, label, its width); top to bottom
     "h": (5.0, 12.0, "$h_t$", f"{V3['d_model']:,}"),
-    "cq": (1.6, 8.2, "$c^{Q}_t$", f"{V3['q_lora_rank']:,}"),
+    "cq": (1.45, 8.2, "$c^{Q}_t$", f"{V3['q_lora_rank']:,}"),
     "ckv": (5.0, 8.2, "$c^{KV}_t$", f"{V3['kv_lora_rank']}"),
     "kr": (8.3, 8.2, "$k^{R}_t$", f"{V3['qk_rope_head_dim']}"),
-    "q": (1.6, 4.2, "$q^{C}_{t,i}$, $q^{R}_{t,i}$", "query"),
-    "kv": (6.0, 4.2, "$k^{C}_{t,i}$, $v_{t,i}$", "key, value"),
+    "q": (1.45, 4.2, "$q^{C}_{t,i}$, $q^{R}_{t,i}$", "query"),
+    # k^C on the right, where the shared rotary key joins it
+    "kv": (6.0, 4.2, "$v_{t,i}$, $k^{C}_{t,i}$", "value, key"),
 }
 FLOW_ARROWS = [  # from, to, label, its side, how far down the arrow
     ("h", "cq", "$W^{DQ}$", "left", 0.5),
     ("h", "ckv", "$W^{DKV}$", "right", 0.62),
     ("h", "kr", "$W^{KR}$, RoPE", "right", 0.4),
-    ("cq", "q", "$W^{UQ}_i$\n$W^{QR}_i$", "right", 0.5),
-    ("ckv", "kv", "$W^{UK}_i$\n$W^{UV}_i$", "left", 0.5),
+    ("cq", "q", "$W^{UQ}_i$\n$W^{QR}_i$, RoPE", "right", 0.5),
+    ("ckv", "kv", "$W^{UK}_i$\n$W^{UV}_i$", "left", 0.58),
 ]
 CACHED = ("ckv", "kr")
 cached_width = V3["kv_lora_rank"] + V3["qk_rope_head_dim"]  # per token
@@ -670,7 +726,7 @@ def draw_flow(fig, theme):
     from matplotlib.patches import FancyBboxPatch
 
     ax = fig.subplots()
-    ax.set_xlim(-0.1, 10.2)
+    ax.set_xlim(-0.25, 10.2)
     ax.set_ylim(0.6, 13.0)
     ax.set_axis_off()
     for key, (x, y, label, note) in FLOW_BOXES.items():
@@ -697,22 +753,22 @@ def draw_flow(fig, theme):
             va="center",
             fontsize=SMALL,
         )
-    # the shared rotary key joins every head's content key
+    # the shared rotary key joins every head's content key k^C (a solid
+    # arrow: dashes mean only "cached", the frame below)
     (x0, y0, *_), (x1, y1, *_) = FLOW_BOXES["kr"], FLOW_BOXES["kv"]
     ax.annotate(
         "",
-        xy=(x1 + BOX_W["kv"] / 2 + 0.12, y1),
+        xy=(x1 + BOX_W["kv"] / 2 + 0.12, y1 + 0.3),  # beside k^C's label
         xytext=(x0, y0 - BOX_H / 2 - 0.45),
         arrowprops={
             **arrow,
-            "linestyle": "--",
             "connectionstyle": "angle,angleA=90,angleB=0,rad=0",
         },
     )
     ax.text(
         x0 - 0.2,
         6.1,
-        "joins every\nhead's key",
+        "joins every\nhead's $k^{C}$",
         fontsize=SMALL,
         ha="right",
         va="center",
@@ -762,9 +818,10 @@ glue.figure(
         f"({V3['q_lora_rank']:,}), W^DKV to the key-value latent c^KV "
         f"({V3['kv_lora_rank']}) and W^KR with RoPE to the shared rotary "
         f"key k^R ({V3['qk_rope_head_dim']}). Per head, W^UQ and W^QR "
-        "turn c^Q into the query's content and rotary parts, and W^UK "
-        "and W^UV turn c^KV into the head's content key and value; k^R "
-        "joins every head's key. A dashed frame marks c^KV and k^R as "
+        "(then RoPE) turn c^Q into the query's content and rotary parts, "
+        "and W^UK and W^UV turn c^KV into the head's value and content "
+        "key k^C; k^R joins every head's k^C to make its key. A dashed "
+        "frame marks c^KV and k^R as "
         f"the only cached parts, {cached_width} numbers per token."
     ),
 )
