@@ -436,7 +436,7 @@ def memory_bound_from(
     >>> memory_bound_from(4096, 32, 8, ridge=989.5 / 3.35)  # H100
     67
     """
-    d_model, n_head, n_kv_head, d_head, ridge = check.memory_bound_from(
+    d_model, n_head, n_kv_head, _, ridge = check.memory_bound_from(
         d_model, n_head, n_kv_head, bytes_per_value, ridge
     )
     layer = (d_model, n_head, n_kv_head, bytes_per_value)
