@@ -752,7 +752,7 @@ def draw_kv(fig, theme):
     ax.set_title("One sequence, all layers, bf16")
     ax.minorticks_off()  # cheaper to draw; a tick per power
     ax.grid(True, alpha=0.4)
-    ax.legend(loc="upper left", fontsize=8)
+    ax.legend(loc="lower right", fontsize=8)  # below DeepSeek-V3's line
 
 
 mistral = kv["rows"]["Mistral 7B"]
@@ -1315,7 +1315,8 @@ glue.figure(
 # paper: $d_\text{model}$ = 4096, 32 query heads, 8 key/value heads of
 # 128) in bfloat16: the bytes a decoding step must read, the time those
 # bytes take at the bandwidth (`decode_floor`), and the smallest batch
-# whose step reaches the ridge (`memory_bound_batch`), by cache length.
+# whose step reaches the ridge (`memory_bound_batch`), by cache length,
+# and the shortest cache from which no batch does (`memory_bound_from`).
 
 # %%
 ridges = {}
