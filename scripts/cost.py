@@ -1232,7 +1232,7 @@ def draw_share(fig, theme):
 glue.figure(
     "cost-roofline-share",
     draw_share,
-    figsize=(3.7, 3.2),
+    figsize=(3.3, 3.2),  # inside a box: narrower than the page's column
     alt=(
         "The share of its roof each call reaches, against T or the cache "
         "length: the SDPA step between "
