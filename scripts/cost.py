@@ -1436,6 +1436,8 @@ glue.value(
         "own_intensity": own,
         "empty": {gpu: l3[gpu][0] for gpu in l3},
         "onset": onsets,
+        # G: the query heads each key/value head serves
+        "g": {model: shape[1] // shape[2] for model, shape in MODELS_BY_SHAPE},
         "below_t": below,
         "below_batch": below_batch,
         "below_weights_share": weights_share(below_batch, below, LLAMA3),
