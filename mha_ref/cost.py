@@ -402,6 +402,7 @@ def memory_bound_batch(
     tk, d_model, n_head, n_kv_head, d_head, ridge = check.memory_bound_batch(
         tk, d_model, n_head, n_kv_head, bytes_per_value, ridge
     )
+    bytes_per_value = float(bytes_per_value)  # NumPy's too: a Fraction
     # --8<-- [start:memory-bound-batch-terms]
     shape = (tk, d_model, n_head, n_kv_head, d_head)
     # per sequence: one new token against tk cached positions
@@ -418,3 +419,47 @@ def memory_bound_batch(
     return max(1, math.ceil(r * w / (f - r * m)))  # exact: Fractions
     # --8<-- [end:memory-bound-batch-terms]
     # --8<-- [end:memory-bound-batch]
+
+
+# --8<-- [start:memory-bound-from]
+def memory_bound_from(
+    d_model, n_head, n_kv_head=None, bytes_per_value=2, *, ridge
+):
+    """The shortest cache from which no batch reaches the ridge point.
+
+    The smallest tk for which memory_bound_batch is None: a decoding
+    step whose sequences each attend tk positions stays bound by memory
+    at every batch size, and so does one with longer caches. None if
+    there is no such tk: one sequence's own reads then reach ``ridge``
+    however long its cache grows.
+
+    >>> memory_bound_from(4096, 32, 8, ridge=989.5 / 3.35)  # H100
+    67
+    """
+    d_model, n_head, n_kv_head, _, ridge = check.memory_bound_from(
+        d_model, n_head, n_kv_head, bytes_per_value, ridge
+    )
+    layer = (d_model, n_head, n_kv_head, bytes_per_value)
+    # --8<-- [start:memory-bound-from-scan]
+
+    def never(tk):  # no batch of caches of tk reaches the ridge
+        return memory_bound_batch(tk, *layer, ridge=ridge) is None
+
+    if never(1):
+        return 1
+    # each cached position adds 4 H d_head FLOPs and 2 H_kv d_head
+    # values: if they reach the ridge, no cache is long enough
+    per_position = Fraction(2 * n_head, n_kv_head) / Fraction(
+        float(bytes_per_value)
+    )
+    if per_position >= Fraction(ridge):
+        return None
+    lo, hi = 1, 2  # never(lo) is False; double hi until never(hi)
+    while not never(hi):
+        lo, hi = hi, 2 * hi
+    while hi - lo > 1:  # the first tk in (lo, hi] at which it holds
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if never(mid) else (mid, hi)
+    return hi
+    # --8<-- [end:memory-bound-from-scan]
+    # --8<-- [end:memory-bound-from]

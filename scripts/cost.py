@@ -337,18 +337,18 @@ def draw_crossover(fig, theme):
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("sequence length T (log scale)")
+    ax.set_xlabel("T (log scale)")
     ax.set_ylabel("forward FLOPs (log scale)")
-    ax.set_title("One layer, d_model = 768, 12 heads, B = 1")
+    ax.set_title("One layer: d_model 768, 12 heads")
     ax.minorticks_off()  # cheaper to draw; a tick per power
     ax.grid(True, alpha=0.4)
-    ax.legend(loc="upper left")
+    fig.legend(loc="outside lower center", fontsize=8)
 
 
 glue.figure(
     "cost-crossover",
     draw_crossover,
-    figsize=(7.0, 3.6),
+    figsize=(3.7, 4.0),
     alt=(
         "Log-log chart of one layer's forward FLOPs against T for "
         "d_model 768 and 12 heads: the projections grow as a line of "
@@ -726,8 +726,12 @@ glue.table(
 
 
 # Mistral 7B's cache is Llama 3 8B's up to its window (the same layers,
-# heads and head size): dashed, with hollow markers, on top of it
-KV_STYLE = {"Mistral 7B": {"linestyle": "--", "markerfacecolor": "none"}}
+# heads and head size): dashed, with hollow markers, on top of Llama 3
+# 8B's line, drawn thick underneath so that both show
+KV_STYLE = {
+    "Llama 3 8B": {"linewidth": 4.5, "markersize": 6},
+    "Mistral 7B": {"linestyle": "--", "markerfacecolor": "none"},
+}
 
 
 def draw_kv(fig, theme):
@@ -736,27 +740,26 @@ def draw_kv(fig, theme):
         ax.plot(
             [t for t, _ in points],
             [b / 2**30 for _, b in points],
-            **{"marker": "os^D"[series], "linestyle": "-"}
+            **{"marker": "os^D"[series], "linestyle": "-", "markersize": 3.5}
             | KV_STYLE.get(name, {}),
             color=theme.series[series],
-            markersize=3.5,
             label=name,
         )
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("tokens of one sequence, up to its context (log scale)")
+    ax.set_xlabel("tokens, up to the context (log scale)")
     ax.set_ylabel("KV cache, GiB (log scale)")
-    ax.set_title("Cache of one sequence, all layers, bfloat16")
+    ax.set_title("One sequence, all layers, bf16")
     ax.minorticks_off()  # cheaper to draw; a tick per power
     ax.grid(True, alpha=0.4)
-    ax.legend(loc="upper left", fontsize=9)
+    ax.legend(loc="lower right", fontsize=8)  # below DeepSeek-V3's line
 
 
 mistral = kv["rows"]["Mistral 7B"]
 glue.figure(
     "cost-kv-cache",
     draw_kv,
-    figsize=(7.0, 3.6),
+    figsize=(3.7, 3.4),
     alt=(
         "Log-log chart of the KV cache of one sequence against its length, "
         "each line up to the model's context: Llama 2 7B's and Llama 3 "
@@ -839,10 +842,11 @@ for kind, (batch, t, decode, (d, h, h_kv)) in GPU_POINTS.items():
     label = (f"step, cache of {t:,}" if decode else f"prefill of {t:,}") + (
         f", {batch} sequences" if batch > 1 else ""
     )
+    model = "Llama 3 8B" if h_kv != h else "Llama 2 7B"
     gpu_points.append(
         {
             "kind": kind,
-            "label": label + (", Llama 3 8B" if h_kv != h else ""),
+            "label": f"{model}: {label}",
             "t": t,
             "batch": batch,
             "intensity": intensity,
@@ -1184,13 +1188,13 @@ def draw_roofline(fig, theme):
     here.set_yscale("log")
     here.minorticks_off()  # cheaper to draw; a tick per power
     here.grid(True, alpha=0.4)
-    here.legend(loc="upper left")  # above the roof: empty
+    fig.legend(loc="outside lower center", ncols=2, fontsize=8)
 
 
 glue.figure(
     "cost-roofline",
     draw_roofline,
-    figsize=(7.0, 3.8),
+    figsize=(3.7, 4.2),
     alt=(
         "A log-log roofline of this CPU measured in float32: attainable "
         "GFLOP/s against FLOP per byte, a slanted bandwidth roof meeting "
@@ -1217,18 +1221,18 @@ def draw_share(fig, theme):
         )
     share.set_xscale("log", base=2)
     share.set_ylim(0, 1)
-    share.set_title("Share of its roof each call reaches")
+    share.set_title("Share of its roof reached")
     share.set_ylabel("measured / roof")
-    share.set_xlabel("T of the prefill, or the cache length (log scale)")
+    share.set_xlabel("T, or the cache length (log scale)")
     share.minorticks_off()
     share.grid(True, alpha=0.4)
-    share.legend(loc="upper left", ncols=3)
+    fig.legend(loc="outside lower center", ncols=3, fontsize=8)
 
 
 glue.figure(
     "cost-roofline-share",
     draw_share,
-    figsize=(7.0, 3.0),
+    figsize=(3.3, 3.2),  # inside a box: narrower than the page's column
     alt=(
         "The share of its roof each call reaches, against T or the cache "
         "length: the SDPA step between "
@@ -1279,20 +1283,20 @@ def draw_gpu(fig, theme):
             label="the layer, measured",
         )
     gpu.axvline(gpu_ridge, color=theme.muted, linestyle=":")
-    gpu.set_title(f"{spec['name']}, bf16 (specification)")
+    gpu.set_title(f"{spec['name']}, bf16 (spec.)")
     gpu.set_ylabel("TFLOP/s (log scale)")
     gpu.set_xlabel("FLOP per byte (log scale)")
     gpu.set_xscale("log")
     gpu.set_yscale("log")
     gpu.minorticks_off()  # cheaper to draw; a tick per power
     gpu.grid(True, alpha=0.4)
-    fig.legend(loc="outside lower center", ncols=2)  # clear of the roof
+    fig.legend(loc="outside lower center", fontsize=8)  # clear of the roof
 
 
 glue.figure(
     "cost-roofline-gpu",
     draw_gpu,
-    figsize=(7.0, 4.2),
+    figsize=(3.7, 5.0),
     alt=(
         f"A log-log roofline of the {spec['name']} from its specifications: "
         f"the ridge at {gpu_ridge:.0f} FLOP/byte, a prefill of Llama 2 7B's "
@@ -1311,7 +1315,8 @@ glue.figure(
 # paper: $d_\text{model}$ = 4096, 32 query heads, 8 key/value heads of
 # 128) in bfloat16: the bytes a decoding step must read, the time those
 # bytes take at the bandwidth (`decode_floor`), and the smallest batch
-# whose step reaches the ridge (`memory_bound_batch`), by cache length.
+# whose step reaches the ridge (`memory_bound_batch`), by cache length,
+# and the shortest cache from which no batch does (`memory_bound_from`).
 
 # %%
 ridges = {}
@@ -1369,15 +1374,17 @@ glue.value(
     },
 )
 BATCH_T = (1, 16, 32, 64, 128, 4096)
+MODELS_BY_SHAPE = (("Llama 2 7B", LLAMA2), ("Llama 3 8B", LLAMA3))
+BOARDS = ("H100 SXM", "H200 SXM")
 thresholds = {
     model: {
         gpu: [
             cost.memory_bound_batch(t, *shape, ridge=ridges[gpu]["ridge"])
             for t in BATCH_T
         ]
-        for gpu in ("H100 SXM", "H200 SXM")
+        for gpu in BOARDS
     }
-    for model, shape in (("Llama 2 7B", LLAMA2), ("Llama 3 8B", LLAMA3))
+    for model, shape in MODELS_BY_SHAPE
 }
 # a sequence's own reads: the intensity an unbounded batch tends to
 own = {
@@ -1385,9 +1392,42 @@ own = {
         cost.arithmetic_intensity(2**40, 1, t, *shape, cached=True)
         for t in BATCH_T
     ]
-    for model, shape in (("Llama 2 7B", LLAMA2), ("Llama 3 8B", LLAMA3))
+    for model, shape in MODELS_BY_SHAPE
 }
+# the shortest cache from which no batch reaches the ridge
+onsets = {
+    model: {
+        gpu: cost.memory_bound_from(*shape, ridge=ridges[gpu]["ridge"])
+        for gpu in BOARDS
+    }
+    for model, shape in MODELS_BY_SHAPE
+}
+
+
+def weights_share(batch, t, shape):
+    """The weights' share of a decoding step's bytes (bytes_moved)."""
+    floor = cost.decode_floor(batch, t, *shape, bandwidth=1.0)
+    moved = cost.bytes_moved(batch, 1, t, *shape, cached=True)
+    return floor["weights"] / moved
+
+
+def cache_passes_weights(shape):
+    """The cache length at which one sequence's cache reaches the
+    weights (decode_floor's two terms)."""
+    per_token = cost.decode_floor(1, 1, *shape, bandwidth=1.0)
+    return -(-per_token["weights"] // per_token["cache"])  # ceil
+
+
 l3 = thresholds["Llama 3 8B"]
+# the rows of the table just below and above the H100's onset
+below = max(t for t in BATCH_T if t < onsets["Llama 3 8B"]["H100 SXM"])
+below_batch = l3["H100 SXM"][BATCH_T.index(below)]
+# a batch of 64 at FLOOR_T: what the weight products and the attention
+# over the cache each do per byte they read
+parts = cost.attention_flops(64, 1, FLOOR_T, *LLAMA3, cached=True)
+projection_flops = sum(parts[p] for p in ("q", "k", "v", "out"))
+moved64 = cost.bytes_moved(64, 1, FLOOR_T, *LLAMA3, cached=True)
+projection_bytes = moved64 - batched["cache"]  # weights, inputs, outputs
 glue.value(
     "batch_threshold",
     {
@@ -1395,14 +1435,24 @@ glue.value(
         "batches": thresholds,
         "own_intensity": own,
         "empty": {gpu: l3[gpu][0] for gpu in l3},
-        # the first cache length in the table at which no batch does
-        "never_from": {
-            gpu: next(
-                t for t, b in zip(BATCH_T, l3[gpu], strict=True) if b is None
-            )
-            for gpu in l3
-        },
+        "onset": onsets,
+        # G: the query heads each key/value head serves
+        "g": {model: shape[1] // shape[2] for model, shape in MODELS_BY_SHAPE},
+        "below_t": below,
+        "below_batch": below_batch,
+        "below_weights_share": weights_share(below_batch, below, LLAMA3),
         "long_own": own["Llama 3 8B"][-1],
+        "cache_passes_weights": {
+            model: cache_passes_weights(shape)
+            for model, shape in MODELS_BY_SHAPE
+        },
+        "projection_intensity": projection_flops / projection_bytes,
+        "attention_intensity": (parts["scores"] + parts["weighted_sum"])
+        / batched["cache"],
+        # decode_floor leaves out the inputs and outputs; bytes_moved
+        # counts them
+        "io_mib": (moved64 - batched["weights"] - batched["cache"]) / 2**20,
+        "floor_mib": (batched["weights"] + batched["cache"]) / 2**20,
     },
 )
 
@@ -1411,25 +1461,20 @@ def batch_cell(b):
     return "never" if b is None else f"{b:,}"
 
 
-glue.table(
-    "cost-decode-batch",
-    [
-        "cache (tokens)",
-        "Llama 2 7B, H100",
-        "Llama 2 7B, H200",
-        "Llama 3 8B, H100",
-        "Llama 3 8B, H200",
-        "Llama 3 8B: the most FLOP / byte a batch reaches",
-    ],
-    [
-        [f"{t:,}"]
-        + [
-            batch_cell(thresholds[m][g][i])
-            for m in thresholds
-            for g in ("H100 SXM", "H200 SXM")
-        ]
-        + [grouped(own["Llama 3 8B"][i], 3)]
-        for i, t in enumerate(BATCH_T)
-    ],
-    "rrrrrr",
-)
+for model in thresholds:  # one table per model: four columns fit a phone
+    glue.table(
+        f"cost-decode-batch-{model.lower().replace(' ', '-')}",
+        [
+            "cache (tokens)",
+            "H100",
+            "H200",
+            "FLOP / byte as the batch grows (limit)",
+        ],
+        [
+            [f"{t:,}"]
+            + [batch_cell(thresholds[model][g][i]) for g in BOARDS]
+            + [grouped(own[model][i], 3)]
+            for i, t in enumerate(BATCH_T)
+        ],
+        "rrrr",
+    )

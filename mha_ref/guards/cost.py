@@ -228,3 +228,14 @@ def memory_bound_batch(tk, d_model, n_head, n_kv_head, bytes_per_value, ridge):
         bytes_per_value=bytes_per_value,
     )
     return (*layer, _rate(ridge, "ridge"))
+
+
+def memory_bound_from(d_model, n_head, n_kv_head, bytes_per_value, ridge):
+    """Sizes as _checked checks them, and a positive ridge point.
+    Returns d_model, n_head, n_kv_head, d_head, ridge."""
+    layer = _checked(
+        {"d_model": d_model, "n_head": n_head},
+        (n_kv_head, None),
+        bytes_per_value=bytes_per_value,
+    )
+    return (*layer, _rate(ridge, "ridge"))

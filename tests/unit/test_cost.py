@@ -627,3 +627,60 @@ def test_roofline_functions_refuse_bad_sizes_and_heads():
         cost.memory_bound_batch(8, 8, 2, 3, ridge=1.0)
     with pytest.raises(ValueError, match="bytes_per_value"):
         cost.memory_bound_batch(8, 8, 2, None, 0, ridge=1.0)
+
+
+@pytest.mark.parametrize(
+    ("n_kv", "ridge"),
+    [(8, 989.5 / 3.35), (8, 989.5 / 4.8), (32, 295.0), (2, 40.0), (4, 10.0)],
+)
+def test_memory_bound_from_is_the_first_cache_no_batch_gets_past(n_kv, ridge):
+    # the scan over memory_bound_batch, tk by tk, finds the same length
+    shape = (4096, 32, n_kv)
+    onset = cost.memory_bound_from(*shape, ridge=ridge)
+    assert cost.memory_bound_batch(onset, *shape, ridge=ridge) is None
+    assert all(
+        cost.memory_bound_batch(t, *shape, ridge=ridge) is not None
+        for t in range(1, onset)
+    )
+    for longer in (onset + 1, 2 * onset, 64 * onset):  # and stays so
+        assert cost.memory_bound_batch(longer, *shape, ridge=ridge) is None
+
+
+def test_memory_bound_from_of_llama_on_an_h100_and_an_h200():
+    # Llama 3 8B (8 key/value heads) and Llama 2 7B (32), bfloat16
+    h100, h200 = 989.5 / 3.35, 989.5 / 4.8  # cost.GPU_SPECS, dense
+    assert cost.memory_bound_from(4096, 32, 8, ridge=h100) == 67
+    assert cost.memory_bound_from(4096, 32, 8, ridge=h200) == 98
+    assert cost.memory_bound_from(4096, 32, 32, ridge=h100) == 27
+    assert cost.memory_bound_from(4096, 32, 32, ridge=h200) == 39
+
+
+def test_memory_bound_from_is_none_when_each_position_reaches_the_ridge():
+    # 32 query heads per key/value head in bf16: 32 FLOPs per cached
+    # byte, above a ridge of 20, so a long enough batch always gets there
+    assert cost.memory_bound_from(4096, 32, 1, ridge=20.0) is None
+    assert cost.memory_bound_batch(2**20, 4096, 32, 1, ridge=20.0) > 0
+    # an empty cache already below the ridge at any batch: from 1
+    assert cost.memory_bound_from(8, 2, 2, 4, ridge=1e6) == 1
+
+
+def test_memory_bound_batch_takes_numpy_bytes_per_value():
+    import numpy as np
+
+    assert cost.memory_bound_batch(
+        3, 8, 2, None, np.float32(2), ridge=3.0
+    ) == cost.memory_bound_batch(3, 8, 2, None, 2, ridge=3.0)
+    assert cost.memory_bound_from(
+        4096, 32, 8, np.float32(2), ridge=295.0
+    ) == cost.memory_bound_from(4096, 32, 8, 2, ridge=295.0)
+
+
+def test_memory_bound_from_refuses_bad_arguments():
+    with pytest.raises(ValueError, match="ridge"):
+        cost.memory_bound_from(8, 2, ridge=0)
+    with pytest.raises(TypeError, match="ridge"):
+        cost.memory_bound_from(8, 2, ridge="fast")
+    with pytest.raises(ValueError, match="n_kv_head=3"):
+        cost.memory_bound_from(8, 2, 3, ridge=1.0)
+    with pytest.raises(ValueError, match="d_model"):
+        cost.memory_bound_from(0, 2, ridge=1.0)

@@ -27,6 +27,10 @@ SIZES = {  # each door: good arguments, then the sizes it must name
     ),
     cost.bytes_moved: (LAYER, (*LAYER, "n_kv_head")),
     cost.arithmetic_intensity: (LAYER, (*LAYER, "n_kv_head")),
+    cost.memory_bound_from: (
+        {"d_model": 8, "n_head": 2, "ridge": 100.0},
+        ("d_model", "n_head", "n_kv_head"),
+    ),
 }
 
 

@@ -25,6 +25,7 @@ import pkgutil
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -1907,6 +1908,35 @@ def roofline_case(function):
     return Case(make, oracle)
 
 
+def onset_case():
+    """memory_bound_from: the first cache length no batch gets past."""
+
+    def make(data):
+        d_model, n_head, n_kv, _ = cost_heads(data)
+        value, rate = bytes_per_value_of(data), rate_of(data)
+        return lambda: ((d_model, n_head, n_kv, value), {"ridge": rate})
+
+    def oracle(d_model, n_head, n_kv, value, ridge=None):
+        heads = heads64(d_model, n_head, n_kv, None)
+        if heads is REFUSE or not (good_bytes(value) and good_rate(ridge)):
+            return REFUSE
+        d_model, n_head = int(d_model), int(n_head)
+        n_kv, d_head = heads
+        r, v = Fraction(float(ridge)), Fraction(float(value))
+        # per sequence, f - r m = a + c tk: its FLOPs less the ridge
+        # times its bytes, for a cache of tk; no batch once it is <= 0
+        a = 2 * d_model * d_head * (2 * n_head + 2 * n_kv)
+        a -= r * 2 * d_model * v
+        c = 4 * n_head * d_head - r * 2 * n_kv * d_head * v
+        if a + c <= 0:
+            return np.array(1)
+        if c >= 0:
+            return None
+        return np.array(max(1, math.ceil(-a / c)))
+
+    return Case(make, oracle)
+
+
 # -- multi-head latent attention (latent_numpy, latent_torch) ------------
 
 
@@ -3096,6 +3126,7 @@ CASES |= {
     "cost.saved_activation_bytes": saved_activation_case(),
     "cost.decode_floor": roofline_case("decode_floor"),
     "cost.memory_bound_batch": roofline_case("memory_bound_batch"),
+    "cost.memory_bound_from": onset_case(),
     "guards.shapes.latent_shapes": latent_shapes_case(),
     "guards.shapes.state_dict_shapes": state_dict_shapes_case(),
     "latent_numpy.rms_norm": rms_norm_case("numpy"),
