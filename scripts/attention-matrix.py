@@ -305,7 +305,7 @@ means = ", ".join(glue.fmt(w, 2) for w in mean_row_max.tolist())
 glue.figure(
     "heads-heatmap",
     draw,
-    figsize=(3.7, 3.9),
+    figsize=(3.7, 3.6),
     alt=(
         f"{n_head} heatmaps, two by two, of {t_heads} by {t_heads} attention "
         "weights, one per head, of a causal self-attention on random "
