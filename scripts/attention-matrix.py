@@ -21,10 +21,10 @@ causal_mask = glue.value("causal_mask", numpy_ref.causal_mask(t))
 #
 # Four positions, head size 2, small integers so the numbers can be
 # redone by hand, run through `numpy_ref.dot_product_attention` with
-# the causal mask. The cell names the scores before and after the mask, the weights
-# $A$ and the output $O = AV$: the page shows them. Edit `q`, `k` or `v`
-# and rerun: row 0 never changes its weights (one allowed key), and
-# every row of $A$ still sums to 1.
+# the causal mask. The cell names the scores before and after the mask,
+# the weights $A$ and the output $O = AV$: the page shows them. Edit
+# `q`, `k` or `v` and rerun: row 0 never changes its weights (one
+# allowed key), and every row of $A$ still sums to 1.
 
 # %%
 q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]])  # (T, d)
