@@ -359,6 +359,12 @@ def sum_to_shape(grad, shape):
 
 
 # --8<-- [start:causal-mask]
+# (t, tk) with tk != t needs ``align``: "top_left" starts the diagonal at
+# the first key (SDPA's is_causal), "bottom_right" ends it at the last
+# key (flash-attn, a KV cache); a query before every key is a row with
+# no allowed key. causal_mask(2, 3, align="bottom_right") blocks only
+# the last key of the first query: [[0, 0, 1], [0, 0, 0]].
+# --8<-- [start:causal-mask-core]
 def causal_mask(t, tk=None, align=None):
     """(t, t) mask, True strictly above the diagonal: the future.
 
@@ -366,18 +372,10 @@ def causal_mask(t, tk=None, align=None):
     array([[0, 1, 1],
            [0, 0, 1],
            [0, 0, 0]])
-
-    (t, tk) with tk != t needs ``align``: "top_left" starts the diagonal
-    at the first key (SDPA's is_causal), "bottom_right" ends it at the
-    last key (flash-attn, a KV cache); a query before every key is a
-    row with no allowed key.
-
-    >>> causal_mask(2, 3, align="bottom_right").astype(int)
-    array([[0, 0, 1],
-           [0, 0, 0]])
     """
     tk, offset = checks.causal_shape(t, tk, align)  # offset 0 or tk - t
     return np.triu(np.ones((t, tk), dtype=bool), k=1 + offset)
+    # --8<-- [end:causal-mask-core]
     # --8<-- [end:causal-mask]
 
 

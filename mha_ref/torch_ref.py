@@ -319,18 +319,18 @@ def sum_kv_heads(grad, group):
 
 
 # --8<-- [start:causal-mask]
+# (t, tk) with tk != t needs ``align``: "top_left" starts the diagonal at
+# the first key (SDPA's is_causal), "bottom_right" ends it at the last
+# key (flash-attn, a KV cache); a query before every key is a row with
+# no allowed key.
+# --8<-- [start:causal-mask-core]
 def causal_mask(t, tk=None, align=None, device=None):
-    """(t, t) mask, True strictly above the diagonal: the future.
-
-    (t, tk) with tk != t needs ``align``: "top_left" starts the diagonal
-    at the first key (SDPA's is_causal), "bottom_right" ends it at the
-    last key (flash-attn, a KV cache); a query before every key is a
-    row with no allowed key.
-    """
+    """(t, t) mask, True strictly above the diagonal: the future."""
     cuda = torch.cuda.is_available()  # a CUDA device needs one
     tk, offset = checks.causal_shape(t, tk, align, device, cuda)
     ones = torch.ones(t, tk, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1 + offset)
+    # --8<-- [end:causal-mask-core]
     # --8<-- [end:causal-mask]
 
 

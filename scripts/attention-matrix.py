@@ -20,11 +20,11 @@ causal_mask = glue.value("causal_mask", numpy_ref.causal_mask(t))
 # ## The four steps on four tokens
 #
 # Four positions, head size 2, small integers so the numbers can be
-# redone by hand, run through `numpy_ref.attention` with the causal
-# mask. The cell names the scores before and after the mask, the weights
-# $A$ and the output $O = AV$: the page shows them. Edit `q`, `k` or `v`
-# and rerun: row 0 never changes its weights (one allowed key), and
-# every row of $A$ still sums to 1.
+# redone by hand, run through `numpy_ref.dot_product_attention` with
+# the causal mask. The cell names the scores before and after the mask,
+# the weights $A$ and the output $O = AV$: the page shows them. Edit
+# `q`, `k` or `v` and rerun: row 0 never changes its weights (one
+# allowed key), and every row of $A$ still sums to 1.
 
 # %%
 q = np.array([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0], [2.0, -1.0]])  # (T, d)
@@ -54,6 +54,34 @@ example = glue.value(
 print("scores S = Q K^T / sqrt(d):\n", scores)
 print("weights A:\n", weights)
 print("output O = A V:\n", out)
+
+# %% [markdown]
+# ## Three checks on steps 2 and 3
+#
+# Equal scores: with $Q = 0$ every score is 0, so row $i$ shares its
+# weight equally among its $i + 1$ allowed keys, and the output is the
+# running mean of the value rows. Masking before the softmax equals a
+# softmax over all keys, the blocked ones then zeroed and each row
+# renormalised. And adding a constant to every score (here 1000, whose
+# exp overflows) leaves the weights as they were: `softmax_rows`
+# subtracts the row max first.
+
+# %%
+out_eq, weights_eq = numpy_ref.dot_product_attention(0 * q, k, v, mask)
+running_mean = np.cumsum(v, axis=0) / np.arange(1, T + 1)[:, None]
+after = np.where(mask, 0.0, numpy_ref.softmax_rows(scores))  # then zero
+after = after / after.sum(axis=-1, keepdims=True)  # and renormalise
+shifted = numpy_ref.softmax_rows(np.where(mask, -np.inf, scores + 1000))
+checks_23 = glue.value(
+    "checks",
+    {
+        "equal_diagonal": np.diagonal(weights_eq),  # 1 / (i + 1)
+        "equal_last_row": weights_eq[-1],
+        "running_mean_difference": np.abs(out_eq - running_mean).max(),
+        "mask_after_difference": np.abs(after - weights).max(),
+        "shift_difference": np.abs(shifted - weights).max(),
+    },
+)
 
 # %% [markdown]
 # ## The data flow, drawn
@@ -223,7 +251,7 @@ def draw(fig, theme):
     for i in range(t_heads - 1):
         stairs += [(i + 0.5, i - 0.5), (i + 0.5, i + 0.5)]
     stairs += [(t_heads - 0.5, t_heads - 1.5), (t_heads - 0.5, -0.5)]
-    axes = fig.subplots(1, n_head, sharey=True)
+    axes = fig.subplots(2, n_head // 2, sharex=True, sharey=True).ravel()
     rows, cols = np.nonzero(~cells_mask)  # only the allowed cells
     cells = [
         [
@@ -257,17 +285,19 @@ def draw(fig, theme):
         ax.set_aspect("equal")
         ax.set_xlim(edges[0], edges[-1])
         ax.set_ylim(edges[-1], edges[0])  # row 0 at the top
-        ax.set_title(f"head {head}")  # heads count from 0, as in the code
-        ax.set_xticks(range(t_heads))
-        ax.set_yticks(range(t_heads))
-        ax.tick_params(labelsize=7, length=2)
-        ax.set_xlabel("key position j")
-    axes[0].set_ylabel("query position i")
-    bar = fig.colorbar(mesh, ax=axes, shrink=0.8)
-    bar.set_label("weight (rows sum to 1)")
+        ax.set_title(f"head {head}", fontsize=9)  # from 0, as in the code
+        ax.set_xticks(range(0, t_heads, 2))
+        ax.set_yticks(range(0, t_heads, 2))
+        ax.tick_params(labelsize=8.5, length=2)
+    fig.supxlabel("key position j", fontsize=9)
+    fig.supylabel("query position i", fontsize=9)
+    bar = fig.colorbar(mesh, ax=axes, shrink=0.9, aspect=25)
+    bar.set_label("weight (rows sum to 1)", fontsize=9)
+    bar.ax.tick_params(labelsize=8.5)
     fig.suptitle(
-        f"Causal self-attention weights, {n_head} heads, "
-        f"T = {t_heads} (hatched grey = masked future)"
+        f"Causal weights, {n_head} heads, T = {t_heads}\n"
+        "(hatched grey = masked future)",
+        fontsize=9,
     )
 
 
@@ -275,9 +305,9 @@ means = ", ".join(glue.fmt(w, 2) for w in mean_row_max.tolist())
 glue.figure(
     "heads-heatmap",
     draw,
-    figsize=(7.0, 2.5),
+    figsize=(3.7, 3.6),
     alt=(
-        f"{n_head} heatmaps of {t_heads} by {t_heads} attention "
+        f"{n_head} heatmaps, two by two, of {t_heads} by {t_heads} attention "
         "weights, one per head, of a causal self-attention on random "
         "inputs. Cells above the diagonal are masked (grey, hatched) and "
         "hold zero weight. Each head spreads its weight differently over "
