@@ -178,7 +178,7 @@ def draw(fig, theme):
         top_scaled,
         "s-",
         color=theme.series[0],
-        label=r"q·k / $\sqrt{d_k}$",
+        label="q·k / √$d_k$",
     )
     ax.axhline(
         1 / n_keys, color=theme.muted, ls=":", label=f"uniform (1/{n_keys})"
