@@ -289,7 +289,7 @@ def attention_backward(
         dsinks = mod.sinks_backward(p_sink, delta)  # (H,)
     # --8<-- [end:attention-backward-sinks]
     # --8<-- [start:attention-backward-dq-dk]
-    # through the soft-cap and the scale: dL/d(Q K^T)
+    # divide by sqrt(d_k): dL/d(Q K^T); a soft-cap, if set, first
     d_scores = mod.scores_backward(d_scores, q, k)  # (..., Tq, Tk)
     # dQ = dS K / sqrt(d_k) and dK = dS^T Q / sqrt(d_k) (or * scale)
     dq = d_scores @ k  # (..., Tq, d)

@@ -37,7 +37,7 @@ glue.table(
     [
         ["none", fmt_list(scores), fmt_list(unscaled)],
         [
-            f"√d_head = √{d_head} = {fmt(sqrt_d_head)}",
+            f"√d_k = √{d_head} = {fmt(sqrt_d_head)}",
             fmt_list(scaled_scores),
             fmt_list(scaled),
         ],
@@ -174,7 +174,11 @@ def draw(fig, theme):
         label="q·k (no scaling)",
     )
     ax.plot(
-        head_sizes, top_scaled, "s-", color=theme.series[0], label="q·k / √d"
+        head_sizes,
+        top_scaled,
+        "s-",
+        color=theme.series[0],
+        label="q·k / √$d_k$",
     )
     ax.axhline(
         1 / n_keys, color=theme.muted, ls=":", label=f"uniform (1/{n_keys})"
@@ -182,25 +186,29 @@ def draw(fig, theme):
     ax.set_xscale("log", base=2)
     ax.set_xticks(head_sizes, [str(s) for s in head_sizes])
     ax.set_ylim(0, 1.02)
-    ax.set_xlabel("head size d (log scale)")
-    ax.set_ylabel("largest softmax weight\n(median over rows)")
-    ax.set_title(
-        f"Sharpness vs head size ({n_keys} keys, unit-variance q and k)"
-    )
+    ax.set_xlabel(r"head size $d_k$ (log scale)", fontsize=9)
+    ax.set_ylabel("largest weight\n(median over rows)", fontsize=9)
+    ax.set_title(f"Sharpness vs head size, {n_keys} keys", fontsize=10)
+    ax.tick_params(labelsize=8)
     ax.grid(True, alpha=0.4)
-    ax.legend(loc="center right")
+    # inside the axes, in the empty band between the curves: a legend
+    # outside would be cut in a phone's column
+    ax.legend(loc="center right", fontsize=8)
 
 
 glue.figure(
     "scaling-sweep",
     draw,
+    figsize=(3.7, 3.0),  # 355 px: whole in a phone's column
     alt=(
-        f"Line chart of the largest softmax weight against head size d "
-        f"from {head_sizes[0]} to {head_sizes[-1]}, median over {n_rows} "
-        f"random rows of {n_keys} keys. Without scaling it rises from "
-        f"{fmt(top_unscaled[0], 2)} to {fmt(top_unscaled[-1], 2)}; divided "
-        f"by the square root of d it stays between {fmt(min(top_scaled), 2)}"
-        f" and {fmt(max(top_scaled), 2)}."
+        f"Line chart of the largest softmax weight against head size "
+        f"d_k from {head_sizes[0]} to {head_sizes[-1]}, median over "
+        f"{n_rows} random rows of {n_keys} keys. Without scaling (orange, "
+        f"circles) it rises from {fmt(top_unscaled[0], 2)} to "
+        f"{fmt(top_unscaled[-1], 2)}; divided by the square root of d_k "
+        f"(blue, squares) it stays between {fmt(min(top_scaled), 2)} and "
+        f"{fmt(max(top_scaled), 2)}; a dotted line marks the uniform "
+        f"weight 1/{n_keys}."
     ),
 )
 
