@@ -327,26 +327,6 @@ at_zero = leak[0]
 # the leak at m = -c, -1.5 c and -2 c: large only well below -c
 leak_at = {str(r["max_score"] / -cap): r["leaked"] for r in leak[3:6]}
 print(leak, empty_leak)
-glue.value(
-    "order",
-    {
-        "n_keys": n_keys,
-        "n_masked": n_masked,
-        "leak": leak,
-        "every_key_masked": empty_leak,
-        "leak_at": leak_at,
-        "per_key_at_zero": math.exp(-cap),
-        "float32_eps": f32.eps,
-        "float32_tiny": f32.tiny,
-        "tex": {
-            "exp_minus_cap": tex(math.exp(-cap)),
-            "leak_at": {n: tex(x) for n, x in leak_at.items()},
-            "per_key": tex(at_zero["per_key"]),
-            "float32_eps": tex(f32.eps),
-            "float32_tiny": tex(f32.tiny),
-        },
-    },
-)
 
 
 def cell(x):
@@ -355,6 +335,28 @@ def cell(x):
     if x == 0 or abs(x) >= 0.01:
         return fmt(x, 2)
     return f"${tex(x, 1)}$"
+
+
+glue.value(
+    "order",
+    {
+        "n_keys": n_keys,
+        "n_masked": n_masked,
+        "leak": leak,
+        "every_key_masked": empty_leak,
+        "leak_at": leak_at,
+        "leak_at_text": {n: cell(x) for n, x in leak_at.items()},
+        "per_key_at_zero": math.exp(-cap),
+        "float32_eps": f32.eps,
+        "float32_tiny": f32.tiny,
+        "tex": {
+            "exp_minus_cap": tex(math.exp(-cap)),
+            "per_key": tex(at_zero["per_key"]),
+            "float32_eps": tex(f32.eps),
+            "float32_tiny": tex(f32.tiny),
+        },
+    },
+)
 
 
 glue.table(
