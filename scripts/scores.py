@@ -361,7 +361,7 @@ glue.value(
 
 glue.table(
     "scores-order",
-    ["m", "c·tanh(m/c)", "leak, mask→cap", "leak, cap→mask"],
+    ["$m$", r"$\tilde m$", "mask→cap", "cap→mask"],
     [
         *(
             [
@@ -373,10 +373,10 @@ glue.table(
             for r in leak
         ),
         [
-            "every key masked",
+            "all masked",
             "—",
-            f"{cell(empty_leak['sum'])}, uniform",
-            "refused, or 0",
+            f"{cell(empty_leak['sum'])}",
+            "refused",
         ],
     ],
     "rrrr",
@@ -453,9 +453,11 @@ def draw_alibi(fig, theme):
         )
     ax.set_xscale("log", base=2)
     ax.set_xlabel("distance i - j (log scale)")
-    ax.set_ylabel("weight factor e^{-m (i - j)}")
+    ax.set_ylabel(r"weight factor $e^{-m\,(i - j)}$")
     ax.set_ylim(0, 1.02)
-    ax.legend(fontsize=8, loc="lower left")
+    ax.legend(
+        fontsize=8, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.3)
+    )
     ax.grid(alpha=0.3)
 
 
@@ -469,7 +471,7 @@ glue.figure(
         "within about 8 keys, head 6 (slope 1/128) keeps most of the "
         "weight for a hundred keys and fades only near 1024."
     ),
-    figsize=(3.7, 3.0),  # one column: whole on a phone
+    figsize=(3.7, 3.6),  # one column: whole on a phone
 )
 
 t, t_long = 10, 100
@@ -598,12 +600,12 @@ def draw_sinks(fig, theme):
     ax.axvline(row_lse, color=theme.muted, linestyle="--")
     ax.axhline(0.5, color=theme.muted, linewidth=0.8)
     ax.text(
-        row_lse + 0.3,
-        0.3,
-        "$\\eta_h = L_i$:\nthe sink\ntakes 1/2",
+        row_lse - 0.3,
+        0.7,
+        "$\\eta_h = L_i$: the sink\ntakes 1/2",
         color=theme.text,
         fontsize=9,
-        ha="left",
+        ha="right",
     )
     ax.set_xlabel(r"sink logit $\eta_h$")
     ax.set_ylabel("weight on the sink")
