@@ -161,7 +161,7 @@ class ScoreMod:
         return s
 
     def scores_backward(self, d_scores, q, k):
-        """dL/d(Q K^T) from dL/dS: back through the cap and the scale."""
+        """dl/d(Q K^T) from dl/dS, l the loss: back through cap and scale."""
         if self.softcap is not None:  # d(c tanh(x / c)) / dx = 1 - tanh^2
             x = self.scaled(q @ k.transpose(-2, -1), q.shape[-1])
             d_scores = d_scores * (1 - torch.tanh(x / self.softcap) ** 2)
@@ -289,7 +289,7 @@ def attention_backward(
         dsinks = mod.sinks_backward(p_sink, delta)  # (H,)
     # --8<-- [end:attention-backward-sinks]
     # --8<-- [start:attention-backward-dq-dk]
-    # through the soft-cap and the scale: dL/d(Q K^T)
+    # through the soft-cap and the scale: dl/d(Q K^T), l the loss
     d_scores = mod.scores_backward(d_scores, q, k)  # (..., Tq, Tk)
     # dQ = dS K / sqrt(d_k) and dK = dS^T Q / sqrt(d_k) (or * scale)
     dq = d_scores @ k  # (..., Tq, d)
