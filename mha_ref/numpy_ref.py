@@ -190,7 +190,7 @@ class ScoreMod:
         return s
 
     def scores_backward(self, d_scores, q, k):
-        """dL/d(Q K^T) from dL/dS: back through the cap and the scale."""
+        """dl/d(Q K^T) from dl/dS, l the loss: back through cap and scale."""
         if self.softcap is not None:  # d(c tanh(x / c)) / dx = 1 - tanh^2
             x = self.scaled(q @ np.swapaxes(k, -2, -1), q.shape[-1])
             d_scores = d_scores * (1 - np.tanh(x / self.softcap) ** 2)
@@ -599,21 +599,21 @@ def apply_rope(x, positions, base=10000.0, inv_freq=None, rotary_dim=None):
 
 # --8<-- [start:alibi-slopes]
 def alibi_slopes(n_head):
-    """ALiBi's slope m_h for each of n_head heads, h = 1 .. n_head.
+    """ALiBi's slope m_h for each of H = n_head heads, h = 0 .. H - 1.
 
-    For n a power of two, the geometric m_h = 2^(-8 h / n) of Press et
-    al. (2022). Otherwise the paper's code, BLOOM and MPT take the n'
-    slopes of the largest power of two n' < n_head, then every other
-    slope of the rule for 2 n' (the odd h) until n_head are filled.
+    For H a power of two, the geometric m_h = 2^(-8 (h + 1) / H) of
+    Press et al. (2022). Otherwise the paper's code, BLOOM and MPT take
+    the H' slopes of the largest power of two H' < H, then every other
+    slope of the rule for 2 H' (those between them) until H are filled.
 
     >>> alibi_slopes(4).tolist()
     [0.25, 0.0625, 0.015625, 0.00390625]
     """
     checks.positive_integer(n_head, "n_head")
     n = 1 << (int(n_head).bit_length() - 1)  # largest power of 2 <= n_head
-    # m_h = 2^(-8 h / n), h = 1 .. n
+    # m_h = 2^(-8 (h + 1) / n), h = 0 .. n - 1
     slopes = 2.0 ** (-8.0 * np.arange(1, n + 1) / n)  # (n,)
-    if n < n_head:  # the odd h of the rule for 2n: between those slopes
+    if n < n_head:  # every other slope of the rule for 2n: between
         odd = 2.0 ** (-8.0 * np.arange(1, 2 * n, 2) / (2 * n))  # (n,)
         slopes = np.concatenate([slopes, odd[: n_head - n]])
     return slopes  # (n_head,), float64

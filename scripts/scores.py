@@ -62,6 +62,7 @@ glue.value(
         "d_head": D,
         "default_vs_explicit_scale": float((out - default_again).abs().max()),
         "explicit_at": explicit,
+        "explicit_equal": len(set(explicit.values())) == 1,
         "tex": {
             "page": tex(float((out - default_again).abs().max())),
             **{d: tex(x) for d, x in explicit.items()},
@@ -81,9 +82,11 @@ glue.value(
 
 # %%
 d_27b = 128
+d_model_27b, n_head_27b = 4608, 32  # Gemma 2 27B: hidden_size, heads
+scalar_27b = d_model_27b // n_head_27b  # query_pre_attn_scalar, 144
 scales = {
     "sqrt": conventions.default_scale(d_27b, "sqrt"),
-    "gemma": conventions.default_scale(d_27b, "gemma", 144),
+    "gemma": conventions.default_scale(d_27b, "gemma", scalar_27b),
     "t5": conventions.default_scale(d_27b, "t5"),
 }
 n_rows, entry_std = 4000, 2.0  # as the batch's queries and keys
@@ -101,6 +104,9 @@ glue.value(
     {
         **scales,
         "d_head": d_27b,
+        "d_model": d_model_27b,
+        "n_head": n_head_27b,
+        "scalar": scalar_27b,
         "gemma_over_sqrt": scales["gemma"] / scales["sqrt"],
         "rows": n_rows,
         "keys_per_row": T,
@@ -132,7 +138,7 @@ grid = np.linspace(-150, 150, 301)
 
 
 def draw_softcap(fig, theme):
-    left, right = fig.subplots(1, 2, width_ratios=[3, 2])
+    left, right = fig.subplots(2, 1, height_ratios=[3, 2])  # stacked
     left.plot(grid, grid, color=theme.muted, linestyle="--", label="raw s")
     left.plot(
         grid,
@@ -157,7 +163,7 @@ def draw_softcap(fig, theme):
     right.plot(grid, 1 - np.tanh(grid / cap) ** 2, color=theme.series[1])
     right.set_ylim(0, 1.05)
     right.set_xlabel("score s before the cap")
-    right.set_ylabel(f"slope 1 - tanh²(s / {cap:g})")
+    right.set_ylabel(f"slope 1 - tanh²(s/{cap:g})")
     right.grid(alpha=0.3)
 
 
@@ -165,11 +171,12 @@ glue.figure(
     "scores-softcap",
     draw_softcap,
     alt=(
-        "Left: the soft-capped score 50 tanh(s / 50) against the raw score "
+        "Top: the soft-capped score 50 tanh(s / 50) against the raw score "
         "s, close to s near 0 and flattening towards the lines at plus and "
-        "minus 50, the cap. Right: its slope 1 - tanh^2(s / 50), 1 at s = 0 "
+        "minus 50, the cap. Below: its slope 1 - tanh^2(s / 50), 1 at s = 0 "
         "and falling towards 0 on both sides."
     ),
+    figsize=(3.7, 5.0),  # one column: whole on a phone
 )
 
 # %% [markdown]
@@ -291,7 +298,7 @@ glue.value(
 # %%
 n_keys, n_masked = 16, 12
 row_mask = torch.arange(n_keys) >= n_keys - n_masked  # the last 12 masked
-levels = [0.0, -20.0, -40.0, -45.0, -48.0, -100.0, -200.0]
+levels = [0.0, -20.0, -40.0, -cap, -1.5 * cap, -2 * cap, -4 * cap]
 leak = []
 for m in levels:
     scores = torch.full((n_keys,), m, dtype=torch.float64)
@@ -317,7 +324,19 @@ uniform = conventions.mask_then_softcap(
 empty_leak = {"max_weight": float(uniform.max()), "sum": float(uniform.sum())}
 f32 = torch.finfo(torch.float32)
 at_zero = leak[0]
+# the leak at m = -c, -1.5 c and -2 c: large only well below -c
+leak_at = {str(r["max_score"] / -cap): r["leaked"] for r in leak[3:6]}
 print(leak, empty_leak)
+
+
+def cell(x):
+    """Two significant figures, as the prose writes them: 0.34, 0.029,
+    and below 0.01 in the form $2.7\\times10^{-5}$."""
+    if x == 0 or abs(x) >= 0.01:
+        return fmt(x, 2)
+    return f"${tex(x, 1)}$"
+
+
 glue.value(
     "order",
     {
@@ -325,6 +344,8 @@ glue.value(
         "n_masked": n_masked,
         "leak": leak,
         "every_key_masked": empty_leak,
+        "leak_at": leak_at,
+        "leak_at_text": {n: cell(x) for n, x in leak_at.items()},
         "per_key_at_zero": math.exp(-cap),
         "float32_eps": f32.eps,
         "float32_tiny": f32.tiny,
@@ -336,30 +357,26 @@ glue.value(
         },
     },
 )
+
+
 glue.table(
     "scores-order",
-    [
-        "largest allowed score m (before the cap)",
-        f"after the cap, {cap:g} tanh(m / {cap:g})",
-        "weight on masked keys, mask then cap",
-        "cap then mask (Gemma 2)",
-    ],
+    ["$m$", r"$\tilde m$", "mask→cap", "cap→mask"],
     [
         *(
             [
-                fmt(r["max_score"]),
-                fmt(r["max_capped"], 3),
-                fmt(r["leaked"], 3),
-                fmt(r["right"]),
+                f"{r['max_score']:g}",
+                f"{r['max_capped']:.1f}",
+                cell(r["leaked"]),
+                cell(r["right"]),
             ]
             for r in leak
         ),
         [
-            "none: every key masked",
-            "",
-            f"{fmt(empty_leak['sum'], 3)} (uniform, "
-            f"{fmt(empty_leak['max_weight'], 3)} each)",
-            'refused, or 0 with empty_rows="zero"',
+            "all masked",
+            "—",
+            f"{cell(empty_leak['sum'])}",
+            "refused",
         ],
     ],
     "rrrr",
@@ -399,10 +416,10 @@ glue.value("order_batch", batch)
 # %% [markdown]
 # ## ALiBi
 #
-# Slopes per head and the bias $-m_h (i - j)$ for the last query of 16
-# positions, 8 heads: steep heads look at the last few keys, shallow
-# ones far back. How much a far key still weighs: the factor
-# $e^{-m_h (i - j)}$ at a distance of 1024. Then the sign forms of
+# Slopes per head for 8 heads, and the factor $e^{-m_h (i - j)}$ by
+# which the bias shrinks a key's weight at distances 1 to 1024, for
+# every other head: steep heads look at the last few keys, shallow ones
+# far back. Then the sign forms of
 # BLOOM, MPT and flash-attn, and attention-gym's slope rule for 12
 # heads: first with the bias alone ($q \cdot k = 0$ for every key), then
 # with random queries and keys.
@@ -421,23 +438,26 @@ fade["tex"] = {n: tex(fade[n]) for n in ("steepest", "shallowest")}
 print(fade)
 
 
+distances = np.unique(np.geomspace(1, far, 200).round())  # 1 .. 1024
+shown_heads = [0, 2, 4, 6]  # every other head of 8: one colour each
+
+
 def draw_alibi(fig, theme):
     ax = fig.subplots()
-    colours = [*theme.series, *theme.series]
-    styles = ["-"] * 4 + ["--"] * 4
-    for h in range(8):
+    for colour, h in zip(theme.series, shown_heads, strict=True):
         ax.plot(
-            positions,
-            bias8[h, 0],
-            color=colours[h],
-            linestyle=styles[h],
-            marker="o",
-            markersize=3,
+            distances,
+            np.exp(-slopes8[h] * distances),  # e^{-m_h (i - j)}
+            color=colour,
             label=f"head {h}: m = 1/{round(1 / slopes8[h])}",
         )
-    ax.set_xlabel("key position j (the query is at i = 15)")
-    ax.set_ylabel("bias -m (i - j)")
-    ax.legend(fontsize=8, ncol=2, loc="lower right")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("distance i - j (log scale)")
+    ax.set_ylabel(r"weight factor $e^{-m\,(i - j)}$")
+    ax.set_ylim(0, 1.02)
+    ax.legend(
+        fontsize=8, ncol=2, loc="upper center", bbox_to_anchor=(0.5, -0.3)
+    )
     ax.grid(alpha=0.3)
 
 
@@ -445,11 +465,13 @@ glue.figure(
     "scores-alibi",
     draw_alibi,
     alt=(
-        "ALiBi's bias for the query at position 15 over keys 0 to 15, "
-        "one line per head of 8: every line is 0 at key 15 and falls "
-        "linearly towards key 0, steeply for head 0 (slope 1/2) and "
-        "barely for head 7 (slope 1/256)."
+        "The factor e^(-m (i - j)) by which ALiBi shrinks a key's weight, "
+        "against the distance i - j from 1 to 1024 on a log axis, for "
+        "heads 0, 2, 4 and 6 of 8: head 0 (slope 1/2) falls to nearly 0 "
+        "within about 8 keys, head 6 (slope 1/128) keeps most of the "
+        "weight for a hundred keys and fades only near 1024."
     ),
+    figsize=(3.7, 3.6),  # one column: whole on a phone
 )
 
 t, t_long = 10, 100
@@ -541,9 +563,10 @@ glue.table(
 #
 # One causal row of 12 keys from the batch above, and the share of its
 # weight a sink logit takes, for sink values from -4 to 8 (gpt-oss
-# learns one per head). The share is $\sigma(\eta_h - L)$, with $L$ the
-# log-sum-exp of the row's scores: one half at $\eta_h = L$. Then a row
-# with every key masked: with a sink it is not empty.
+# learns one per head). The share is $1/(1 + e^{L_i - \eta_h})$, with
+# $L_i$ the log-sum-exp of the row's scores: one half at
+# $\eta_h = L_i$. Then a row with every key masked: with a sink it is
+# not empty.
 
 # %%
 row_scores = (q[0, 0, -1] @ k[0, 0].T / math.sqrt(D))[None, None, None]
@@ -577,9 +600,9 @@ def draw_sinks(fig, theme):
     ax.axvline(row_lse, color=theme.muted, linestyle="--")
     ax.axhline(0.5, color=theme.muted, linewidth=0.8)
     ax.text(
-        row_lse - 0.2,
-        0.55,
-        "L, the row's log-sum-exp:\nthe sink takes 1/2 ",
+        row_lse - 0.3,
+        0.7,
+        "$\\eta_h = L_i$: the sink\ntakes 1/2",
         color=theme.text,
         fontsize=9,
         ha="right",
@@ -596,9 +619,10 @@ glue.figure(
     alt=(
         "The weight a sink takes from one row of 12 scores, against the "
         "sink logit eta from -4 to 8: an S-shaped curve, near 0 for a "
-        "sink well below the row's log-sum-exp L, one half at L (a "
+        "sink well below the row's log-sum-exp L_i, one half at L_i (a "
         "dashed line) and close to 1 above it."
     ),
+    figsize=(3.7, 3.0),  # one column: whole on a phone
 )
 
 empty_mask = causal.clone()
@@ -609,6 +633,10 @@ try:
     refused = None
 except ValueError as error:
     refused = str(error)
+# the page quotes the reason only, not the whole message
+reason = "each query needs at least one allowed key"
+if refused is None or reason not in refused:
+    raise RuntimeError(f"the refusal no longer says {reason!r}: {refused}")
 tiled_out = tiled.tiled_attention_torch(
     q, k, v, empty_mask, block_q=4, block_k=4, **mods
 )
@@ -626,7 +654,7 @@ sink_rows = {
     "sigmoid_gap": sigmoid_gap,
     "empty_row_output_max": float(sink_out[0, :, 3].abs().max()),
     "empty_row_sink_share": float((1 - sink_w[0, :, 3].sum(-1)).min()),
-    "without_sink": refused,
+    "without_sink": reason,
     "tiled_vs_dense": tiled_vs_dense,
     "tiled_blocks": 4,
     "sinks": sinks,
