@@ -167,15 +167,61 @@ def glossary_entries(path):
     return entries
 
 
-def glossary_table(entries):
+def glossary_table(entries, teachers=None):
     """The entries as a Markdown list, A to Z, each term in bold and
     anchored (#term-<term>) for a link: a list reads at 390 px, where
-    a two-column table would scroll sideways."""
+    a two-column table would scroll sideways. ``teachers``: {term,
+    casefolded: (page, title)}; an entry whose term a page teaches links
+    to it, in place of the plain "(Title)" its tooltip ends with."""
     rows = []
     for term, text in sorted(entries, key=lambda e: e[0].casefold()):
         anchor = re.sub(r"[^a-z0-9]+", "-", term.casefold()).strip("-")
+        page = (teachers or {}).get(term.casefold())
+        if page:
+            text = without_pointer(text, page[1])
+            stop = "." if text.endswith(".") else ""
+            text = f"{text.removesuffix('.')} ([{page[1]}]({page[0]})){stop}"
         rows.append(f'- <span id="term-{anchor}"></span>**{term}**: {text}')
     return "\n".join(rows)
+
+
+def without_pointer(text, title):
+    """``text`` less a closing "(Title)", the tooltip's plain pointer to
+    the page ``title`` (d_k for its dₖ, a prefix of it allowed).
+
+    >>> without_pointer("A row of Q (The attention", "The attention")
+    'A row of Q (The attention'
+    >>> without_pointer("Q (Latent attention).", "Latent attention (MLA)")
+    'Q.'
+    """
+
+    def plain(words):
+        return words.replace("dₖ", "d_k").casefold()
+
+    pointer = re.search(r"\s*\(([^()]*)\)(\.?)$", text)
+    if pointer and plain(title).startswith(plain(pointer[1])):
+        return text[: pointer.start()] + pointer[2]
+    return text
+
+
+def glossary_teachers(docs, glossary_page="glossary.md"):
+    """{tag, casefolded: (page, title)} from the front matter ``tags:``
+    of the pages under ``docs`` (the glossary page's own left out)."""
+    import yaml
+
+    teachers = {}
+    for path in sorted(Path(docs).glob("*.md")):
+        text = path.read_text(encoding="utf-8")
+        front = re.match(r"---\n(.*?)\n---\n", text, re.S)
+        if path.name == glossary_page or not front:
+            continue
+        title = re.search(r"^# (.+)$", text[front.end() :], re.M)
+        for tag in yaml.safe_load(front[1]).get("tags") or []:
+            teachers[str(tag).casefold()] = (
+                path.name,
+                title[1].strip() if title else path.stem,
+            )
+    return teachers
 
 
 def load_data(data_dir):
@@ -221,7 +267,8 @@ def define_env(env):
     def glossary():
         root = Path(env.conf.get("config_file_path") or "mkdocs.yml").parent
         snippets = env.conf["mdx_configs"].get("pymdownx.snippets", {})
-        return glossary_table(glossary_entries(root / glossary_file(snippets)))
+        entries = glossary_entries(root / glossary_file(snippets))
+        return glossary_table(entries, glossary_teachers(env.conf["docs_dir"]))
 
     env.macro(glossary, "glossary")
     # From the one setting, repo_url (MHA_REF_REPO_URL): the edit links on

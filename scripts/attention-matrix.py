@@ -87,44 +87,65 @@ checks_23 = glue.value(
 # ## The data flow, drawn
 #
 # The start page draws this example's path from $X$ to $O$: one grid
-# per matrix, labelled with its shape and coloured by its values (the
-# weights from 0 to 1), the blocked cells hatched. The example starts
+# per matrix, labelled with its shape and coloured on its own scale
+# (the weights from 0 to 1, and written in their cells), the blocked
+# cells hatched. The example starts
 # at $Q$, $K$ and $V$, so $X$ is an empty grid of $T$ rows: its width
 # $d_\text{model}$ is whatever the model's is.
 
 
 # %%
 def draw_flow(fig, theme):
-    ax = glue.diagram_axes(fig, 17.6, 20.6)
+    ax = glue.diagram_axes(fig, 18.4, 22.0)
     m = glue.draw_matrix  # (ax, x, y, theme, values, ...): right edge
     arrow = glue.draw_arrow  # (ax, start, end, theme, text)
+    line = {"color": theme.text, "lw": 1.0}
     m(ax, 0, 1.4, theme, shape=(T, 4), label="X", below=f"{T} × d_model")
     arrow(ax, (4.2, 3.4), (9.4, 3.4), theme, r"$\times W_Q, W_K, W_V$")
     for x, name, rows in ((9.6, "Q", q), (12.6, "K", k), (15.6, "V", v)):
         m(ax, x, 1.4, theme, rows, label=name, below=f"{T} × {d}")
-    arrow(ax, (12.6, 6.4), (2.6, 8.4), theme)
+    # Q and K meet, then one arrow to S
+    ax.plot([10.6, 12.1, 13.6], [6.4, 7.2, 6.4], **line)
+    arrow(ax, (12.1, 7.2), (2.6, 8.4), theme)
     ax.text(3.6, 7.0, "QKᵀ / √dₖ", ha="left", va="center")
     m(ax, 0, 9.2, theme, scores, label="S", below=f"{T} × {T}")
     arrow(ax, (4.2, 11.2), (6.6, 11.2), theme, r"$+\,M$")
     m(ax, 6.8, 9.2, theme, scores, blocked=mask, label="S + M")
     ax.text(8.8, 13.45, f"{T} × {T}", ha="center", va="top")
     arrow(ax, (11.0, 11.2), (13.4, 11.2), theme)
-    ax.text(12.2, 11.5, "softmax", ha="center", va="top", fontsize=8)
+    ax.text(12.2, 11.5, "softmax", ha="center", va="top")
     m(ax, 13.6, 9.2, theme, weights, blocked=mask, vmin=0, vmax=1)
     ax.text(15.6, 8.95, "A", ha="center", va="bottom")
     ax.text(15.6, 13.45, f"{T} × {T}", ha="center", va="top")
-    arrow(ax, (15.6, 14.5), (15.6, 16.2), theme)
-    ax.text(15.2, 15.35, r"$\times V$", ha="right", va="center")
-    m(ax, 14.6, 16.4, theme, out, below=f"O   {T} × {d}")
+    for (i, j), w in np.ndenumerate(weights):  # A's allowed weights
+        if not mask[i, j]:
+            colour = "white" if w < 0.5 else "black"
+            ax.text(
+                13.6 + j + 0.5,
+                9.2 + i + 0.5,
+                f"{w:.2f}",
+                ha="center",
+                va="center",
+                fontsize=6.5,
+                color=colour,
+            )
+    arrow(ax, (15.6, 14.5), (15.6, 15.9), theme)
+    ax.text(15.2, 15.2, r"$\times V$", ha="right", va="center")
+    # V joins the A x V step, round the right of S + M and A
+    ax.plot([17.6, 18.2, 18.2, 15.6], [3.4, 3.4, 15.2, 15.2], **line)
+    m(ax, 14.6, 17.0, theme, out, label="O", below=f"{T} × {d}")
 
 
 glue.figure(
     "data-flow",
     draw_flow,
-    figsize=(3.7, 4.4),
+    figsize=(5.0, 6.0),
     alt=(
         "The data flow of one attention head on the four-token example, "
-        "one grid per matrix, labelled with its shape. X, 4 rows by "
+        "one grid per matrix, labelled with its shape. Each grid is "
+        "coloured on its own scale, dark for its smallest value and "
+        "yellow for its largest; A's from 0 to 1, with its weights "
+        "written in its cells. X, 4 rows by "
         "d_model columns, times W_Q, W_K and W_V gives Q, K and V, "
         f"each {T} by {d}. Q times K transposed over the square root of "
         f"d_k gives the scores S, {T} by {T}. Adding the mask M blocks "

@@ -10,7 +10,8 @@ the glossary page lists the same file (macros.py, ``glossary()``).
 - every term is used on some page (its text, not code or math), so no
   entry outlives the pages;
 - on the built site, the first use of every term in the text (not code,
-  math or headings) of each page of the path (Start here to the
+  math or headings, nor inside a longer term's mark: "mask" in "causal
+  mask") of each page of the path (Start here to the
   backward pages: the nav before Going further) sits inside an <abbr>
   carrying the definition.
 """
@@ -133,13 +134,21 @@ def first_use_problems(terms, pages):
     """``pages``: {name: built HTML}; a term whose first use in a page's
     text carries no tooltip with its definition."""
     problems = []
+    term_of = {definition: term for term, definition in terms}
     for name, html in pages.items():
         parser = _Text()
         parser.feed(html)
         for term, definition in terms:
             pattern = term_pattern(term)
             first = next(
-                (t for data, t in parser.nodes if pattern.search(data)),
+                (
+                    t
+                    for data, t in parser.nodes
+                    if pattern.search(data)
+                    # inside a longer term's abbr ("causal mask"), abbr
+                    # rightly marks the longer term, not "mask"
+                    and not _longer(term_of.get(t), term)
+                ),
                 False,
             )
             if first is False:
@@ -152,6 +161,11 @@ def first_use_problems(terms, pages):
                     "auto_append) and abbr on?"
                 )
     return problems
+
+
+def _longer(other, term):
+    """Whether ``other`` is a longer glossary term holding ``term``."""
+    return bool(other) and other != term and term_pattern(term).search(other)
 
 
 def path_pages(nav):
@@ -248,6 +262,24 @@ def test_first_use_without_tooltip_is_reported():
     }
     assert first_use_problems(TERMS, html) == [
         "bad.md: the first 'token' carries no tooltip: is the glossary "
+        "appended (mkdocs.yml, auto_append) and abbr on?"
+    ]
+
+
+def test_a_longer_term_holding_a_term_is_not_its_first_use():
+    terms = [("mask", "Blocks pairs."), ("causal mask", "Blocks the future.")]
+    html = {
+        "good.md": (
+            '<article>a <abbr title="Blocks the future.">causal mask</abbr>'
+            ', then a <abbr title="Blocks pairs.">mask</abbr></article>'
+        ),
+        "bad.md": (
+            '<article>a <abbr title="Blocks the future.">causal mask</abbr>'
+            ", then a mask</article>"
+        ),
+    }
+    assert first_use_problems(terms, html) == [
+        "bad.md: the first 'mask' carries no tooltip: is the glossary "
         "appended (mkdocs.yml, auto_append) and abbr on?"
     ]
 
