@@ -113,7 +113,7 @@ def draw_flow(fig, theme):
     m(ax, 6.8, 9.2, theme, scores, blocked=mask, label="S + M")
     ax.text(8.8, 13.45, f"{T} × {T}", ha="center", va="top")
     arrow(ax, (11.0, 11.2), (13.4, 11.2), theme)
-    ax.text(12.2, 11.5, "softmax", ha="center", va="top")
+    ax.text(12.2, 11.5, "softmax", ha="center", va="top", fontsize=6.5)
     m(ax, 13.6, 9.2, theme, weights, blocked=mask, vmin=0, vmax=1)
     ax.text(15.6, 8.95, "A", ha="center", va="bottom")
     ax.text(15.6, 13.45, f"{T} × {T}", ha="center", va="top")
@@ -126,7 +126,7 @@ def draw_flow(fig, theme):
                 f"{w:.2f}",
                 ha="center",
                 va="center",
-                fontsize=6.5,
+                fontsize=5,
                 color=colour,
             )
     arrow(ax, (15.6, 14.5), (15.6, 15.9), theme)
@@ -139,7 +139,7 @@ def draw_flow(fig, theme):
 glue.figure(
     "data-flow",
     draw_flow,
-    figsize=(5.0, 6.0),
+    figsize=(3.7, 4.45),  # fits a 390 px phone column (about 355 px)
     alt=(
         "The data flow of one attention head on the four-token example, "
         "one grid per matrix, labelled with its shape. Each grid is "
