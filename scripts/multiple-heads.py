@@ -157,7 +157,7 @@ def draw_split(fig, theme):
         np.broadcast_to(row, (1, fig_t, fig_d_model)),
         np.broadcast_to(channel, (1, fig_t, fig_d_model)),
         row_labels=False,
-        fontsize=8.5,
+        fontsize=8,
     )
     top.set_yticks(range(fig_t), [f"position {t}" for t in range(fig_t)])
     top.set_xlabel("channel")
@@ -218,7 +218,7 @@ def draw_layer(fig, theme):
         top = 8.6 + 6.6 * h
         block = (fig_t, dh)  # head h's columns of Q, then its steps
         m(ax, 12 + h * dh, 1.4, theme, shape=block, outline=colours[h])
-        scores = f"softmax$(Q_{h}K_{h}^T/\\sqrt{{d_k}})$"
+        scores = f"softmax($Q_{h}K_{h}^T$/√$d_k$)"
         if h == 0:  # straight down into A0
             arrow(ax, (14, 5.6), (14, top - 0.2), theme)
             ax.text(14.3, 7.1, "split,\n" + scores, va="center", **small)
@@ -226,15 +226,15 @@ def draw_layer(fig, theme):
             ax.annotate(
                 "",
                 xy=(16.2, top + 2),
-                xytext=(18, 5.6),
+                xytext=(19.4, 5.6),
                 arrowprops={
                     "arrowstyle": "-|>",
                     "color": theme.text,
                     "lw": 1.0,
-                    "connectionstyle": "angle,angleA=180,angleB=90,rad=0",
+                    "connectionstyle": "angle,angleA=90,angleB=0,rad=0",
                 },
             )
-            ax.text(20.3, top - 0.9, scores, ha="right", **small)
+            ax.text(19.2, top - 0.8, scores, ha="right", va="center", **small)
         m(
             ax,
             12,
@@ -259,7 +259,7 @@ def draw_layer(fig, theme):
             **shared,
         )
     arrow(ax, (3.8, 10.6), (2, 21.6), theme)
-    arrow(ax, (8.3, 19.0), (7.0, 21.9), theme)
+    arrow(ax, (8.5, 19.4), (7.4, 21.9), theme)
     ax.text(0.2, 16.5, "concatenate", ha="left", va="center", rotation=90)
     m(ax, 0, 22.2, theme, fig_concat[0], **shared)
     for h in range(fig_n_head):  # each head's block, side by side
