@@ -226,7 +226,7 @@ def draw_layer(fig, theme):
             ax.annotate(
                 "",
                 xy=(16.2, top + 2),
-                xytext=(19.4, 5.6),
+                xytext=(19.8, 5.6),
                 arrowprops={
                     "arrowstyle": "-|>",
                     "color": theme.text,
@@ -234,7 +234,7 @@ def draw_layer(fig, theme):
                     "connectionstyle": "angle,angleA=90,angleB=0,rad=0",
                 },
             )
-            ax.text(19.2, top - 0.8, scores, ha="right", va="center", **small)
+            ax.text(19.5, top - 0.8, scores, ha="right", va="center", **small)
         m(
             ax,
             12,
