@@ -36,21 +36,19 @@ glue.table(
     [
         "n_head",
         "d_head",
-        "Q, K, V",
-        "all four",
-        "all / d_model²",
+        "parameters",
+        "÷ d_model²",
     ],
     [
         [
             r["n_head"],
             r["d_head"],
-            f"{r['qkv_params']:,}",
             f"{r['total_params']:,}",
             glue.fmt(r["total_over_d_model_sq"]),
         ]
         for r in rows
     ],
-    "rrrrr",
+    "rrrr",
 )
 totals = {row["total_params"] for row in rows}
 if len(totals) != 1:
@@ -96,7 +94,8 @@ y, _ = layer(x, mask)  # (B, T, d_model): one GEMM per projection
 dh = layer.d_head
 # --8<-- [start:heads-loop]
 outs = []
-for h in range(n_head):  # head h alone, with its own columns
+# head h alone, with its own columns of Wq, Wk and Wv
+for h in range(n_head):
     cols = slice(h * dh, (h + 1) * dh)
     q = x @ layer.Wq[:, cols]  # (B, T, dh)
     k = x @ layer.Wk[:, cols]
@@ -106,8 +105,10 @@ for h in range(n_head):  # head h alone, with its own columns
 y_loop = np.concatenate(outs, axis=-1) @ layer.Wo  # (B, T, d_model)
 # --8<-- [end:heads-loop]
 # --8<-- [start:heads-sum]
-# each head times its own rows of Wo, added up: no concatenation
-y_sum = sum(outs[h] @ layer.Wo[h * dh : (h + 1) * dh] for h in range(n_head))
+# head h times its own rows of Wo, added up: no concatenation
+y_sum = 0
+for h in range(n_head):
+    y_sum = y_sum + outs[h] @ layer.Wo[h * dh : (h + 1) * dh]
 # --8<-- [end:heads-sum]
 glue.value(
     "loop",
@@ -116,8 +117,8 @@ glue.value(
         "t": T,
         "d_model": d_model,
         "n_head": n_head,
-        "loop_diff": f"{np.abs(y - y_loop).max():.1e}",
-        "sum_diff": f"{np.abs(y - y_sum).max():.1e}",
+        "loop_diff": glue.fmt(np.abs(y - y_loop).max(), 2),
+        "sum_diff": glue.fmt(np.abs(y - y_sum).max(), 2),
     },
 )
 
