@@ -678,11 +678,13 @@ class MultiHeadAttention:
         def draw(*shape):
             return rng.uniform(-bound, bound, shape)
 
+        # --8<-- [start:mha-init-weights]
         # one matrix holds all heads side by side; K and V have n_kv_head
         d_kv = self.n_kv_head * self.d_head  # d_model when n_kv_head = H
         self.Wq = draw(d_model, d_model)
         self.Wk, self.Wv = draw(d_model, d_kv), draw(d_model, d_kv)
         self.Wo = draw(d_model, d_model)
+        # --8<-- [end:mha-init-weights]
         self.bq = self.bk = self.bv = self.bo = None
         if bias:
             self.bq = draw(d_model)
@@ -729,8 +731,10 @@ class MultiHeadAttention:
 
     # --8<-- [start:split-heads]
     def split_heads(self, x):
-        b, t, _ = x.shape  # (B, T, H * dh); H_kv * dh for K and V
-        h = x.shape[-1] // self.d_head  # not -1: B = 0 leaves -1 unknown
+        # x: (B, T, H * dh); (B, T, H_kv * dh) for K and V
+        b, t, _ = x.shape
+        # the number of heads; not -1: with B = 0, -1 is unknown
+        h = x.shape[-1] // self.d_head
         x = x.reshape(b, t, h, self.d_head)  # (B, T, H, dh)
         return x.transpose(0, 2, 1, 3)  # (B, H, T, dh)
         # --8<-- [end:split-heads]
@@ -758,7 +762,7 @@ class MultiHeadAttention:
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
         q, k = self.rotate(q, k, positions)  # RoPE only (kv-cache page)
         out, weights = self.attend_heads(q, k, v, mask)  # (B, H, Tq, dh)
-        # merge: Concat(head_1, ..., head_h), then Wo
+        # merge: Concat(head_0, ..., head_{H-1}), then Wo
         y = linear(self.merge_heads(out), self.Wo, self.bo)
         return y, weights  # (B, Tq, d_model), (B, H, Tq, Tk)
         # --8<-- [end:mha-forward]

@@ -614,18 +614,22 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_head = d_model, n_head
         self.rope, self.rope_base = rope, rope_base
         kw = {"bias": bias, "device": device, "dtype": dtype}
+        # --8<-- [start:mha-init-weights]
         d_kv = self.n_kv_head * self.d_head  # d_model when n_kv_head = H
         # nn.Linear stores its weight as (out, in) and computes x @ W.T
         self.wq = nn.Linear(d_model, d_model, **kw)
         self.wk = nn.Linear(d_model, d_kv, **kw)
         self.wv = nn.Linear(d_model, d_kv, **kw)
         self.wo = nn.Linear(d_model, d_model, **kw)
+        # --8<-- [end:mha-init-weights]
         # --8<-- [end:mha-init]
 
     # --8<-- [start:split-heads]
     def split_heads(self, x):
-        b, t, _ = x.shape  # (B, T, H * dh); H_kv * dh for K and V
-        h = x.shape[-1] // self.d_head  # not -1: B = 0 leaves -1 unknown
+        # x: (B, T, H * dh); (B, T, H_kv * dh) for K and V
+        b, t, _ = x.shape
+        # the number of heads; not -1: with B = 0, -1 is unknown
+        h = x.shape[-1] // self.d_head
         x = x.view(b, t, h, self.d_head)  # (B, T, H, dh)
         return x.transpose(1, 2)  # (B, H, T, dh)
         # --8<-- [end:split-heads]
@@ -654,7 +658,7 @@ class MultiHeadAttention(nn.Module):
         q, k, v = self.split_heads(q), self.split_heads(k), self.split_heads(v)
         q, k = self.rotate(q, k, positions)  # RoPE only (kv-cache page)
         out, weights = self.attend_heads(q, k, v, mask)  # (B, H, Tq, dh)
-        # merge: Concat(head_1, ..., head_h), then Wo
+        # merge: Concat(head_0, ..., head_{H-1}), then Wo
         y = self.wo(self.merge_heads(out))  # (B, Tq, d_model)
         return y, weights  # (B, Tq, d_model), (B, H, Tq, Tk)
         # --8<-- [end:mha-forward]

@@ -36,23 +36,19 @@ glue.table(
     [
         "n_head",
         "d_head",
-        "W_Q slice per head",
-        "Q, K, V params",
-        "all params",
-        "all / d_model²",
+        "parameters",
+        "÷ d_model²",
     ],
     [
         [
             r["n_head"],
             r["d_head"],
-            r["per_head_shape"].replace("x", "×"),
-            f"{r['qkv_params']:,}",
             f"{r['total_params']:,}",
             glue.fmt(r["total_over_d_model_sq"]),
         ]
         for r in rows
     ],
-    "rrrrrr",
+    "rrrr",
 )
 totals = {row["total_params"] for row in rows}
 if len(totals) != 1:
@@ -91,20 +87,40 @@ print("merge(split(x)) == x:", np.array_equal(back, x))
 
 # %%
 rng = np.random.default_rng(0)
-x = rng.standard_normal((2, 5, d_model))  # (B, T, d_model)
-mask = numpy_ref.causal_mask(5)  # (T, T)
-y, _ = layer(x, mask)  # (B, T, d_model)
+B, T = 2, 5
+x = rng.standard_normal((B, T, d_model))  # (B, T, d_model)
+mask = numpy_ref.causal_mask(T)  # (T, T)
+y, _ = layer(x, mask)  # (B, T, d_model): one GEMM per projection
 dh = layer.d_head
+# --8<-- [start:heads-loop]
 outs = []
+# head h alone, with its own columns of Wq, Wk and Wv
 for h in range(n_head):
-    cols = slice(h * dh, (h + 1) * dh)  # this head's columns
+    cols = slice(h * dh, (h + 1) * dh)
     q = x @ layer.Wq[:, cols]  # (B, T, dh)
     k = x @ layer.Wk[:, cols]
     v = x @ layer.Wv[:, cols]
     out, _ = numpy_ref.attention(q, k, v, mask)  # (B, T, dh)
     outs.append(out)
-y_heads = np.concatenate(outs, axis=-1) @ layer.Wo  # (B, T, d_model)
-print(f"max |one GEMM - head by head|: {np.abs(y - y_heads).max():.1e}")
+y_loop = np.concatenate(outs, axis=-1) @ layer.Wo  # (B, T, d_model)
+# --8<-- [end:heads-loop]
+# --8<-- [start:heads-sum]
+# head h times its own rows of Wo, added up: no concatenation
+y_sum = 0
+for h in range(n_head):
+    y_sum = y_sum + outs[h] @ layer.Wo[h * dh : (h + 1) * dh]
+# --8<-- [end:heads-sum]
+glue.value(
+    "loop",
+    {
+        "b": B,
+        "t": T,
+        "d_model": d_model,
+        "n_head": n_head,
+        "loop_diff": glue.fmt(np.abs(y - y_loop).max(), 2),
+        "sum_diff": glue.fmt(np.abs(y - y_sum).max(), 2),
+    },
+)
 
 # %% [markdown]
 # ## The pictures: the head split and the whole layer
@@ -115,7 +131,8 @@ print(f"max |one GEMM - head by head|: {np.abs(y - y_heads).max():.1e}")
 # where each entry of each head comes from after `split_heads`. The
 # second runs the layer on a random input with the causal mask, one
 # step at a time: project, split, each head's attention, merge, $W_O$.
-# Each grid is coloured by its own values (the weights from 0 to 1).
+# Each grid is coloured by its own values (the weights from 0 to 1);
+# the heads' outputs and the merged grid share one scale.
 
 # %%
 fig_t, fig_d_model, fig_n_head = 4, 8, 2
@@ -141,13 +158,15 @@ def draw_split(fig, theme):
         np.broadcast_to(row, (1, fig_t, fig_d_model)),
         np.broadcast_to(channel, (1, fig_t, fig_d_model)),
         row_labels=False,
-        fontsize=6.5,
+        fontsize=8,
     )
     top.set_yticks(range(fig_t), [f"position {t}" for t in range(fig_t)])
     top.set_xlabel("channel")
     top.axvline(dh - 0.5, color=theme.text, lw=2)  # head 0 | head 1
     top.set_title(f"X, {fig_t} × {fig_d_model}", fontsize=10)
-    glue.draw_head_split(bottom, theme, split_positions, split_channels)
+    glue.draw_head_split(
+        bottom, theme, split_positions, split_channels, fontsize=10
+    )
     bottom.set_title("after split_heads", fontsize=10)
 
 
@@ -193,12 +212,30 @@ def draw_layer(fig, theme):
     ax.text(10, 3.1, "$\\times W_Q$,\n$W_K, W_V$", ha="center", va="bottom")
     q_heads = fig_q[0].transpose(1, 0, 2).reshape(fig_t, -1)  # (T, d)
     m(ax, 12, 1.4, theme, q_heads, label=f"Q (K, V alike) {shape}")
+    out_scale = np.abs(fig_heads).max()  # O0, O1, merged: one scale
+    shared = {"vmin": -out_scale, "vmax": out_scale}
+    small = {"fontsize": 7}
     for h in range(fig_n_head):
         top = 8.6 + 6.6 * h
         block = (fig_t, dh)  # head h's columns of Q, then its steps
         m(ax, 12 + h * dh, 1.4, theme, shape=block, outline=colours[h])
-        end = (14, top - 0.2) if h == 0 else (16.3, top + 2)
-        arrow(ax, (14 + h * dh, 5.6), end, theme)
+        scores = f"softmax($Q_{h}K_{h}^T$/√$d_k$)"
+        if h == 0:  # straight down into A0
+            arrow(ax, (14, 5.6), (14, top - 0.2), theme)
+            ax.text(14.3, 7.1, "split,\n" + scores, va="center", **small)
+        else:  # down the right side, then left into A1
+            ax.annotate(
+                "",
+                xy=(16.2, top + 2),
+                xytext=(19.8, 5.6),
+                arrowprops={
+                    "arrowstyle": "-|>",
+                    "color": theme.text,
+                    "lw": 1.0,
+                    "connectionstyle": "angle,angleA=90,angleB=0,rad=0",
+                },
+            )
+            ax.text(19.5, top - 0.8, scores, ha="right", va="center", **small)
         m(
             ax,
             12,
@@ -220,12 +257,12 @@ def draw_layer(fig, theme):
             fig_heads[0, h],
             outline=colours[h],
             below=f"O{h} {fig_t} × {dh}",
+            **shared,
         )
-    ax.text(16.4, 7.4, "split", ha="left", va="center")
     arrow(ax, (3.8, 10.6), (2, 21.6), theme)
-    arrow(ax, (6, 20.0), (6, 21.6), theme)
+    arrow(ax, (8.5, 19.4), (7.4, 21.9), theme)
     ax.text(0.2, 16.5, "concatenate", ha="left", va="center", rotation=90)
-    m(ax, 0, 22.2, theme, fig_concat[0])
+    m(ax, 0, 22.2, theme, fig_concat[0], **shared)
     for h in range(fig_n_head):  # each head's block, side by side
         m(ax, h * dh, 22.2, theme, shape=(fig_t, dh), outline=colours[h])
     ax.text(4, 26.45, f"merged {shape}", ha="center", va="top")
@@ -244,10 +281,13 @@ glue.figure(
         f"and V, each {fig_t} by {fig_d_model}, whose columns are cut "
         f"into {fig_n_head} blocks of {dh}, one per head. Each head "
         f"computes its own causal weights A ({fig_t} by {fig_t}, the "
-        f"future hatched) and its output O = A V ({fig_t} by {dh}). The "
+        f"future hatched) from its own block of Q and K, softmax(Q_h K_h^T "
+        f"/ sqrt(d_k)), and its output O = A V ({fig_t} by {dh}). The "
         "heads' outputs are concatenated side by side back to "
         f"{fig_t} by {fig_d_model}, and W_O maps that to the output, "
-        f"{fig_t} by {fig_d_model}."
+        f"{fig_t} by {fig_d_model}. The two outputs and the merged grid "
+        "share one colour scale, so each block of the merged grid has the "
+        "colours of its head's output."
     ),
 )
 
@@ -306,6 +346,13 @@ c = np.arange(d_model)[None, :]  # (1, d_model)
 x = (100 * t + c)[None].astype(float)  # (B, T, d_model): 100 t + c
 wrong = x.reshape(B, n_head, T, d_model // n_head)  # (B, H, T, dh)
 right = numpy_ref.MultiHeadAttention(d_model, n_head).split_heads(x)
-glue.value("ex_wrong_split", {"wrong": wrong[0, 0], "right": right[0, 0]})
+glue.value(
+    "ex_wrong_split",
+    {
+        "wrong": wrong[0, 0],
+        "right": right[0, 0],
+        "sizes": {"b": B, "t": T, "d_model": d_model, "n_head": n_head},
+    },
+)
 print("head 0, reshape only:\n", wrong[0, 0].astype(int))
 print("head 0, split_heads:\n", right[0, 0].astype(int))
