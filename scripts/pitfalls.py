@@ -110,7 +110,8 @@ glue.figure(
         "channel. Below, with reshape then transpose, row r of every head "
         "holds position r and each head its own block of channels. Above, "
         "with a direct reshape, only "
-        f"{split['wrong_rows_at_own_position']} of {split['rows']} rows hold their own position: each head is a "
+        f"{split['wrong_rows_at_own_position']} of {split['rows']} rows "
+        "hold their own position: each head is a "
         "pile of slices from other positions and other heads' channels."
     ),
 )
