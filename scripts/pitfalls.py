@@ -78,8 +78,8 @@ split = glue.value(
 
 def draw(fig, theme):
     panels = [
-        ("wrong", "wrong: direct reshape (B, H, T, dh)"),
-        ("right", "right: reshape (B, T, H, dh) + transpose"),
+        ("wrong", "wrong: reshape to (B, H, T, dh)"),
+        ("right", "right: (B, T, H, dh), transpose"),
     ]
     axes = fig.subplots(2, 1)  # stacked: fits a phone's column
     for ax, (which, title) in zip(axes, panels, strict=True):
