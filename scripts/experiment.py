@@ -460,11 +460,8 @@ def draw(fig, theme):
         "Largest output difference\nfrom the from-scratch torch_ref",
         fontsize=10,
     )
-    ax.legend(  # below the axes: inside, it would sit on the bars
-        loc="upper center",
-        bbox_to_anchor=(0.5, -0.3),
-        ncols=1,
-        fontsize=8,
+    fig.legend(  # below the axes: inside, it would sit on the bars
+        loc="outside lower center", ncols=1, fontsize=8
     )
 
 
