@@ -717,11 +717,13 @@ class MultiHeadAttention:
                 p = p.float()  # exact: a bfloat16 is a truncated float32
             return p.numpy().copy()
 
+        # --8<-- [start:from-torch-transpose]
         layers = (module.wq, module.wk, module.wv, module.wo)
         # nn.Linear is (out, in) for x @ W.T; here x @ W: transpose
         twin.Wq, twin.Wk, twin.Wv, twin.Wo = (
             as_array(lin.weight).T for lin in layers
         )
+        # --8<-- [end:from-torch-transpose]
         if has_bias:
             twin.bq, twin.bk, twin.bv, twin.bo = (
                 as_array(lin.bias) for lin in layers

@@ -62,9 +62,9 @@ for name, (fn, framework) in correct.items():
     print(f"{name}: {report}")
     verdict = f"ok ({report.cases} cases)" if report.ok else str(report)
     correct_rows.append([f"`{name}`", framework, verdict])
-glue.table(
-    "diagnose-correct", ["function", "framework", "report"], correct_rows
-)
+header = ["function", "framework", "report"]
+glue.table("diagnose-correct", header, correct_rows[:2])  # the two layers
+glue.table("diagnose-module", header, correct_rows[2:])  # the module
 
 # %% [markdown]
 # ## The cases and the mistakes it knows

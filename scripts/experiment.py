@@ -404,6 +404,8 @@ def power_of_ten(value, _position):
 
 
 def draw(fig, theme):
+    # horizontal bars, one group per pair, top to bottom: the labels
+    # sit on the left and the figure fits a phone's column
     ax = fig.subplots()
     series = list(itertools.product(devices, DTYPES))
     width = 0.8 / len(series)
@@ -417,63 +419,73 @@ def draw(fig, theme):
             )
             for pair in PAIRS
         ]
-        xs = np.arange(len(PAIRS)) + (s - (len(series) - 1) / 2) * width
+        ys = np.arange(len(PAIRS)) + (s - (len(series) - 1) / 2) * width
         colour = theme.series[DTYPES.index(dtype)]
-        ax.bar(
-            xs,
+        ax.barh(
+            ys,
             [max(h, floor) for h in heights],
             width * 0.9,
             color=colour,
             hatch="//" if device == "cuda" else None,
             label=f"{dtype}" + (f" ({device})" if cuda else ""),
         )
-        for x_pos, h in zip(xs, heights, strict=True):
+        for y_pos, h in zip(ys, heights, strict=True):
             ax.text(
-                x_pos,
                 max(h, floor) * 2.5,
+                y_pos,
                 "0" if h == 0 else fmt(h, 2),
-                ha="center",
-                fontsize=7.5,
+                va="center",
+                fontsize=7,
             )
     for dtype in DTYPES:
         tol = tolerance[dtype]
         colour = theme.series[DTYPES.index(dtype)]
-        # named in the legend: a label on the plot sat on its own line
-        # or on a bar, wherever the bars are
-        ax.axhline(
+        ax.axvline(
             tol,
             ls="--",
             lw=1.2,
             color=colour,
             label=f"{dtype} tolerance {fmt(tol)}",
         )
-    ax.set_yscale("log")
-    ax.yaxis.set_major_formatter(power_of_ten)
-    ax.set_ylim(floor / 2, 1)  # room above the bars for the legend
-    ax.set_xticks(range(len(PAIRS)), [PAIR_LABELS[p] for p in PAIRS])
-    ax.set_xlabel("from-scratch torch_ref against")
-    ax.set_ylabel("max abs difference\n(all masks, bias on/off)")
-    ax.set_title(  # two lines: one overran the figure's width
-        "Largest output difference per implementation pair\n"
-        "(float32 and float64 rows)"
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(power_of_ten)
+    ax.set_xlim(floor / 2, 1)  # room right of the bars for their values
+    ax.set_yticks(
+        range(len(PAIRS)),
+        [PAIR_LABELS[p].replace("Multihead", "Multihead-\n") for p in PAIRS],
     )
-    ax.legend(loc="upper left", ncols=2, fontsize=8)
+    ax.set_ylim(len(PAIRS) - 0.5, -0.5)  # the first pair on top
+    ax.set_xlabel("max abs difference\n(all masks, bias on/off)")
+    ax.set_title(  # short lines: the figure is a phone's width
+        "Largest output difference\nfrom the from-scratch torch_ref",
+        fontsize=10,
+    )
+    fig.legend(  # below the axes: inside, it would sit on the bars
+        loc="outside lower center", ncols=1, fontsize=8
+    )
 
 
+cpu64 = [r for r in rows if r["device"] == "cpu" and r["dtype"] == "float64"]
+summary64 = {
+    pair: max(r["max_abs_diff"] for r in cpu64 if r["pair"] == pair)
+    for pair in PAIRS
+}
 glue.figure(
     "parity-errors",
     draw,
-    figsize=(7.0, 3.4),
+    figsize=(3.7, 4.6),
     alt=(
-        "Bar chart on a log scale of the largest absolute output "
-        "difference between the from-scratch PyTorch attention and "
-        "three other implementations, for the float32 and float64 rows "
-        "of the table, with dashed tolerance "
+        "Horizontal bar chart on a log scale of the largest absolute "
+        "output difference between the from-scratch PyTorch attention "
+        "and three other implementations, for the float32 and float64 "
+        "rows of the table, with dashed tolerance "
         f"lines at {fmt(tolerance['float32'])} (float32) and "
         f"{fmt(tolerance['float64'])} (float64). In float32 the "
         f"differences are {fmt(summary['sdpa'], 2)} (SDPA), "
         f"{fmt(summary['library'], 2)} (nn.MultiheadAttention) and "
-        f"{fmt(summary['numpy'], 2)} (NumPy); {verdict}."
+        f"{fmt(summary['numpy'], 2)} (NumPy); in float64 "
+        f"{fmt(summary64['sdpa'], 2)}, {fmt(summary64['library'], 2)} "
+        f"and {fmt(summary64['numpy'], 2)}; {verdict}."
     ),
 )
 

@@ -78,37 +78,40 @@ split = glue.value(
 
 def draw(fig, theme):
     panels = [
-        ("right", "reshape (B, T, H, dh) + transpose"),
-        ("wrong", "direct reshape (B, H, T, dh)"),
+        ("wrong", "wrong: reshape to (B, H, T, dh)"),
+        ("right", "right: (B, T, H, dh), transpose"),
     ]
-    axes = fig.subplots(1, 2, sharey=True)
+    axes = fig.subplots(2, 1)  # stacked: fits a phone's column
     for ax, (which, title) in zip(axes, panels, strict=True):
         glue.draw_head_split(
             ax,
             theme,
             split[f"{which}_positions"],  # (H, T, dh)
             split[f"{which}_channels"],
-            row_labels=ax is axes[0],
+            fontsize=6.5,
         )
-        ax.set_title(title, fontsize=10)
+        ax.set_title(title, fontsize=9)
     fig.suptitle(
-        f"Where each head's entries come from: position t, channel c "
-        f"(T = {t}, d_model = {small.d_model})"
+        f"Where each head's entries come from:\nposition t, channel c "
+        f"(T = {t}, d_model = {small.d_model})",
+        fontsize=10,
     )
 
 
 glue.figure(
     "head-split",
     draw,
-    figsize=(7.0, 3.6),
+    figsize=(3.7, 7.0),
     alt=(
-        f"Two grids of {split['rows']} rows (head, row) by "
+        f"Two grids, one above the other, of {split['rows']} rows "
+        f"(head, row) by "
         f"{small.d_head} columns, each cell coloured by the token "
         "position it came from and labelled with that position and input "
-        "channel. With reshape then transpose, row r of every head holds "
-        "position r and each head its own block of channels. With a "
-        f"direct reshape only {split['wrong_rows_at_own_position']} of "
-        f"{split['rows']} rows hold their own position: each head is a "
+        "channel. Below, with reshape then transpose, row r of every head "
+        "holds position r and each head its own block of channels. Above, "
+        "with a direct reshape, only "
+        f"{split['wrong_rows_at_own_position']} of {split['rows']} rows "
+        "hold their own position: each head is a "
         "pile of slices from other positions and other heads' channels."
     ),
 )
@@ -318,3 +321,23 @@ for mistake in [None, *mistakes, "6 layout"]:
     diff = np.abs(forward(layer, x, mask, mistake) - y_ref).max()
     verdict = "ok" if diff <= tolerance else "TOO LARGE"
     print(f"{mistake or 'none':<13}: max difference {diff:.1e}  {verdict}")
+
+# %% [markdown]
+# ## Exercises
+#
+# The page's exercise, computed: the softmax of a 2 x 2 score matrix
+# over the wrong axis (the queries), and its row sums. Change the
+# scores and rerun.
+
+# %%
+ex_scores = np.array([[0.0, 0.0], [2.0, 0.0]])  # (Tq, Tk)
+ex_wrong = pitfalls.wrong_softmax_axis(ex_scores)  # columns sum to 1
+glue.value(
+    "ex_axis",
+    {
+        "scores": ex_scores,
+        "wrong_weights": ex_wrong,
+        "row_sums": ex_wrong.sum(axis=-1),
+        "col_sums": ex_wrong.sum(axis=-2),
+    },
+)
