@@ -233,12 +233,6 @@ def array_of(value, name, as_array):
         ) from None
 
 
-def read_once(*values):
-    """The values, an iterator (a generator, say) read into a list, so a
-    function that reads its argument twice sees the same numbers."""
-    return tuple(list(v) if isinstance(v, Iterator) else v for v in values)
-
-
 def position_array(value, name, as_array):
     """One argument of positions: real numbers, finite, not bool.
 
@@ -843,32 +837,6 @@ def sinks_shape(shape, scores_shape):
         )
 
 
-def sinks_arrays(scores, sinks):
-    """numpy_ref.softmax_with_sinks's inputs: real scores (..., H, Tq,
-    Tk) and real sinks (H,), not bool, as float arrays, with -inf the
-    only infinity (a masked key, no sink); refused by their own name."""
-    arrays = {}
-    for name, value in (("scores", scores), ("sinks", sinks)):
-        not_a_tensor(value, name, "torch_ref.softmax_with_sinks")
-        array = np.asarray(value)
-        modifier_kind(name, array.dtype.kind, array.dtype, array.shape)
-        array = array.astype(np.result_type(array.dtype, np.float32))
-        why = "a masked key" if name == "scores" else "no sink"
-        no_nan_or_posinf(array, name, why)
-        arrays[name] = array
-    sinks_shape(arrays["sinks"].shape, arrays["scores"].shape)
-    return arrays["scores"], arrays["sinks"]
-
-
-def rows_without_keys_or_sink(blocked, sinks, empty_rows):
-    # blocked (..., H, Tq, Tk) and sinks (H,) or None, NumPy: a row is
-    # empty when every key is blocked and its head has no sink (-inf)
-    row_blocked = np.all(blocked, axis=-1)  # (..., H, Tq)
-    if sinks is not None:
-        row_blocked = row_blocked & np.isneginf(sinks)[:, None]
-    rows_without_keys(row_blocked, empty_rows)
-
-
 def modifier_options(empty_rows, scale, softcap):
     """attention's keywords in one call: empty_rows "raise" or "zero",
     scale None or a finite number, softcap None or a positive finite
@@ -977,28 +945,6 @@ def alibi_inputs(slopes, query_positions, key_positions, as_array):
         if kind == "f":
             finite(values, name)
     return slopes, query_positions, key_positions
-
-
-def grouped_output_shape(q_shape, k_shape, v_shape):
-    """The output's shape (..., Tq, dv) and G = H // H_kv, checked once."""
-    shape, group = grouped_scores_shape(q_shape, k_shape, v_shape)
-    return (*shape[:-1], tuple(v_shape)[-1]), group
-
-
-def backward_arrays(q, k, v, dout):
-    """The guards of a NumPy backward pass, in one call.
-
-    q, k and v as attention_arrays makes them (one float dtype, at
-    least float32: the forward's output dtype); dout (..., Tq, dv), the
-    gradient of that output, as a finite array of the same dtype. Lists
-    and int or bool arrays are accepted, as the forward accepts them.
-    Returns them and G = H // H_kv (kv_heads).
-    """
-    q, k, v = float_arrays(q=q, k=k, v=v)
-    (dout,) = float_arrays(dout=dout)
-    out_shape, group = grouped_output_shape(q.shape, k.shape, v.shape)
-    upstream(dout.shape, out_shape)
-    return q, k, v, dout.astype(q.dtype, copy=False), group
 
 
 def scores_finite(scores, mask=None, bias=None):
@@ -1245,55 +1191,6 @@ def rule_int(value, name, least):
         )
 
 
-def sliding_window_rule(query_positions, key_positions, window, sink_tokens):
-    """The guards of sliding_window_mask: positions, window, sinks.
-
-    Returns the positions, an iterator read into a list (read_once).
-    """
-    query_positions, key_positions = read_once(query_positions, key_positions)
-    rule_arrays(query_positions, key_positions)
-    rule_int(window, "window", 1)
-    rule_int(sink_tokens, "sink_tokens", 0)
-    return query_positions, key_positions
-
-
-def chunked_rule(query_positions, key_positions, chunk):
-    """The guards of chunked_mask: positions and a chunk size >= 1.
-
-    Returns the positions, an iterator read into a list (read_once).
-    """
-    query_positions, key_positions = read_once(query_positions, key_positions)
-    rule_arrays(query_positions, key_positions)
-    rule_int(chunk, "chunk", 1)
-    return query_positions, key_positions
-
-
-def prefix_lm_rule(query_positions, key_positions, prefix):
-    """The guards of prefix_lm_mask: positions and a prefix length >= 0.
-
-    Returns the positions, an iterator read into a list (read_once).
-    """
-    query_positions, key_positions = read_once(query_positions, key_positions)
-    rule_arrays(query_positions, key_positions)
-    rule_int(prefix, "prefix", 0)
-    return query_positions, key_positions
-
-
-def document_rule(query_documents, key_documents):
-    """The guards of document_mask: two arrays of integer document ids.
-
-    Returns them, an iterator read into a list (read_once).
-    """
-    query_documents, key_documents = read_once(query_documents, key_documents)
-    rule_arrays(
-        query_documents,
-        key_documents,
-        ids=True,
-        names=("query_documents", "key_documents"),
-    )
-    return query_documents, key_documents
-
-
 def document_lengths(lengths):
     """The guard of document_ids: (n,) positive integer lengths, n >= 1."""
     if is_tensor(lengths):
@@ -1331,32 +1228,3 @@ def torch_module(module):
             f"n_head and the nn.Linear layers wq, wk, wv, wo), got "
             f"{type(module).__name__}"
         )
-
-
-def dot_product_attention_arrays(q, k, v, mask=None):
-    """The guard of numpy_ref.dot_product_attention, in one call.
-
-    q, k and v as float_arrays makes them, with the same heads (one
-    head broadcasts; attention groups fewer key/value heads); the mask
-    broadcast to the scores (..., Tq, Tk), every row with a key; and
-    q @ k^T that cannot overflow (looked at only when max|q| max|k| d
-    comes near the dtype's range). Returns q, k, v and the mask.
-    """
-    q, k, v = float_arrays(q=q, k=k, v=v)
-    if kv_heads(q.shape, k.shape, v.shape) > 1:
-        raise ValueError(
-            f"k {k.shape} and v {v.shape} have fewer heads (axis -3) than "
-            f"q {q.shape}: repeat them (repeat_kv_heads) or call attention"
-        )
-    lead = qkv_shapes(q.shape, k.shape, v.shape)
-    shape = (*lead, q.shape[-2], k.shape[-2])
-    if mask is not None:
-        mask = mask_array(mask, shape)
-    top = [float(np.max(np.abs(a), initial=0.0)) for a in (q, k)]
-    if top[0] * top[1] * q.shape[-1] >= float(np.finfo(q.dtype).max) / 2:
-        with np.errstate(over="ignore", invalid="ignore"):
-            scores = q @ np.swapaxes(k, -2, -1) / np.sqrt(q.shape[-1])
-        if mask is not None:
-            scores = np.where(mask, -np.inf, scores)
-        scores_finite(scores, mask)
-    return q, k, v, mask

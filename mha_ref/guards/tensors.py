@@ -14,7 +14,6 @@ from mha_ref.guards.arrays import (
     empty_rows_option,
     every_row_has_a_key,
     finite,
-    grouped_output_shape,
     integer,
     is_tensor,
     kv_heads,
@@ -30,7 +29,6 @@ from mha_ref.guards.arrays import (
     sinks_shape,
     tensor_finite,
     tensor_kind,
-    upstream,
 )
 
 
@@ -168,26 +166,6 @@ def modifier_tensors(bias, sinks, scores_shape, q):
                 "float64" if q.dtype.itemsize == 8 else "float32",
                 name,
             )
-
-
-def backward_tensors(q, k, v, dout):
-    """The guards of a PyTorch backward pass, in one call.
-
-    q, k and v as attention_tensors checks them; dout (..., Tq, dv) a
-    finite floating tensor on their device, of any floating dtype (the
-    backward computes in q's dtype, at least float32). Returns G = H //
-    H_kv (kv_heads).
-    """
-    float_tensors(q=q, k=k, v=v)
-    float_tensors(dout=dout)
-    out_shape, group = grouped_output_shape(q.shape, k.shape, v.shape)
-    upstream(dout.shape, out_shape)
-    if dout.device != q.device:
-        raise ValueError(
-            f"dout is on {dout.device} but q, k and v are on {q.device}; "
-            f"move it with dout.to({str(q.device)!r})"
-        )
-    return group
 
 
 def model_tensors(x, context, d_model, weight, rope=False):
