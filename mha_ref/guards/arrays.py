@@ -1,15 +1,12 @@
-"""Input checks shared by the NumPy and PyTorch references.
+"""The helpers the doors share: shapes, dtypes and values of arrays (and
+of tensors, read without importing torch), masks, positions and the
+score modifiers' arguments. mha_ref/checks.py is its old name.
 
 Every check raises ``ValueError`` or ``TypeError`` with the offending
 shape, index or row in its message; none uses ``assert``, which
-``python -O`` removes. The checks only some modules run live beside this
-file, so a notebook carries only those its page imports: tensors
-(checks_torch.py), the tiled passes (checks_tiles.py), the KV cache
-(checks_cache.py), the conventions' translations
-(checks_conventions.py), latent attention (checks_latent.py), the cost
-model (checks_cost.py), the trained heads (checks_induction.py), the
-positions (checks_positions.py) and attention in a server
-(checks_serving.py).
+``python -O`` removes. Each public function's door is in
+guards/<module>.py (numpy_ref.py, torch_ref.py, tiled.py, ...); the
+tensor helpers are in tensors.py, the tiled passes' in tiles.py.
 """
 
 from collections.abc import Iterator

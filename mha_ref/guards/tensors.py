@@ -2,7 +2,7 @@
 values, read without importing torch) for torch_ref and latent_torch.
 
 Each raises ``ValueError`` or ``TypeError`` naming the argument and its
-shape or value; the checks both frameworks share are in checks.py.
+shape or value; the checks both frameworks share are in arrays.py.
 """
 
 import numpy as np
