@@ -18,8 +18,8 @@ from torch import nn
 
 from mha_ref import kv_cache, torch_ref
 from mha_ref.guards import latent_torch as check
-from mha_ref.guards.tensors import scores_no_overflow
 from mha_ref.guards.shapes import SHAPE_NAMES, state_dict_shapes
+from mha_ref.guards.tensors import scores_no_overflow
 
 # DeepSeek-V3's published attention shapes (its config.json on the
 # Hugging Face Hub, deepseek-ai/DeepSeek-V3, and the defaults of
