@@ -220,6 +220,8 @@ def scores_no_overflow(scores, mask=None, bias=None):
     a row the mask (or a bias of -inf) empties is not an overflow.
     """
     lost = scores.isneginf().all(dim=-1)  # a row of only -inf
+    if mask is not None:  # a row the mask empties is not an overflow
+        lost &= ~mask.all(dim=-1)
     if (scores.isnan() | scores.isposinf()).any() or lost.any():
         scores_finite(
             scores.detach().cpu().numpy(),
