@@ -11,8 +11,9 @@ mirrors live here (no torch needed), so they refuse the same inputs.
 
 import numpy as np
 
-from mha_ref import checks, numpy_ref
+from mha_ref import numpy_ref
 from mha_ref.guards import latent_numpy as check
+from mha_ref.guards.arrays import scores_finite
 
 
 # --8<-- [start:rms-norm]
@@ -227,7 +228,7 @@ class MultiHeadLatentAttention:
         scores = (content + position) * self.scale  # 1 / sqrt(d_qk)
         if mask is not None:
             scores = np.where(mask, -np.inf, scores)  # True = blocked
-        checks.scores_finite(scores, mask)  # overflow: name the row
+        scores_finite(scores, mask)  # overflow: name the row
         weights = numpy_ref.softmax(scores, axis=-1)  # (B, H, Tq, Tk)
         # sum_s a_s (W_UV c_s) = W_UV (sum_s a_s c_s): W_UV comes last
         mixed = weights @ c  # (B, H, Tq, d_c): a mean of latents

@@ -16,9 +16,10 @@ import math
 import torch
 from torch import nn
 
-from mha_ref import checks_torch, kv_cache, torch_ref
+from mha_ref import kv_cache, torch_ref
 from mha_ref.guards import latent_torch as check
 from mha_ref.guards.shapes import SHAPE_NAMES, state_dict_shapes
+from mha_ref.guards.tensors import scores_no_overflow
 
 # DeepSeek-V3's published attention shapes (its config.json on the
 # Hugging Face Hub, deepseek-ai/DeepSeek-V3, and the defaults of
@@ -263,7 +264,7 @@ class MultiHeadLatentAttention(nn.Module):
         scores = (content + position) * self.scale  # 1 / sqrt(d_qk)
         if mask is not None:
             scores = scores.masked_fill(mask, float("-inf"))  # blocked
-        checks_torch.scores_no_overflow(scores, mask)  # overflow
+        scores_no_overflow(scores, mask)  # overflow
         weights = scores.softmax(dim=-1)  # (B, H, Tq, Tk)
         # sum_s a_s (W_UV c_s) = W_UV (sum_s a_s c_s): W_UV comes last
         mixed = weights @ c  # (B, H, Tq, d_c): a mean of latents

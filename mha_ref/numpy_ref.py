@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from mha_ref import checks
+from mha_ref.guards import numpy_ref as check
+from mha_ref.guards.arrays import scores_finite
 
 
 # --8<-- [start:attention-scores]
@@ -50,9 +51,7 @@ def softmax(logits, axis=-1, empty_rows="raise"):
     >>> softmax(np.array([-np.inf, -np.inf]), empty_rows="zero")
     array([0., 0.])
     """
-    values = checks.real_logits(logits, axis)  # float; no NaN, no +inf
-    empty = np.all(np.isneginf(values), axis=axis)
-    checks.rows_without_keys(empty, empty_rows, "logits row")
+    values = check.softmax(logits, axis, empty_rows)  # no NaN, no +inf
     return softmax_rows(values, axis)
 
 
@@ -89,7 +88,7 @@ def dot_product_attention(q, k, v, mask=None):
 
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
     """
-    q, k, v, mask = checks.dot_product_attention_arrays(q, k, v, mask)
+    q, k, v, mask = check.dot_product_attention(q, k, v, mask)
     scores = attention_scores(q, k)  # step 1: Q K^T / sqrt(d_k)
     scores = apply_mask(scores, mask)  # step 2: blocked keys get -inf
     weights = softmax_rows(scores)  # step 3: each row sums to 1
@@ -109,12 +108,8 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     >>> softmax_with_sinks(np.zeros((1, 1, 2)), np.array([0.0]))
     array([[[0.33333333, 0.33333333]]])
     """
-    scores, sinks = checks.sinks_arrays(scores, sinks)  # lists too
+    scores, sinks = check.softmax_with_sinks(scores, sinks, empty_rows)
     # sinks (H,), scores (..., H, Tq, Tk): real, no NaN, no +inf
-    no_key = (
-        np.all(np.isneginf(scores), axis=-1) & np.isneginf(sinks)[:, None]
-    )  # (..., H, Tq): no key and no sink
-    checks.rows_without_keys(no_key, empty_rows, "logits row")
     return ScoreMod(sinks=sinks).softmax(scores)  # (..., H, Tq, Tk)
     # --8<-- [end:softmax-with-sinks]
 
@@ -129,11 +124,7 @@ def softmax_backward(probabilities, upstream):
     >>> softmax_backward(np.array([0.5, 0.5]), np.array([1.0, 0.0]))
     array([ 0.25, -0.25])
     """
-    p, g = np.asarray(probabilities), np.asarray(upstream)
-    if p.shape != g.shape:
-        raise ValueError(
-            f"probabilities {p.shape} and upstream {g.shape} must match"
-        )
+    p, g = check.softmax_backward(probabilities, upstream)  # one shape
     # g_bar = sum_k p_k g_k, one number per row
     weighted_mean = np.sum(p * g, axis=-1, keepdims=True)
     return p * (g - weighted_mean)
@@ -155,6 +146,21 @@ def repeat_kv_heads(x, group):
     """
     return np.repeat(x, group, axis=-3)  # (..., H_kv * G, T, d)
     # --8<-- [end:repeat-kv-heads]
+
+
+def kv_group(q_shape, k_shape):
+    """G = H // H_kv: the query heads each key/value head serves.
+
+    Heads are axis -3; 1 when there is nothing to group (the same
+    heads, one head that broadcasts, no heads axis). Shapes as checked.
+
+    >>> kv_group((1, 4, 8, 16), (1, 2, 8, 16))
+    2
+    """
+    if min(len(q_shape), len(k_shape)) < 3:
+        return 1  # no heads axis: plain broadcasting
+    h, h_kv = q_shape[-3], k_shape[-3]
+    return 1 if h_kv in (1, h) else h // h_kv
 
 
 # --8<-- [start:score-mod]
@@ -245,15 +251,16 @@ def attention(
     -inf blocks), then the mask, then sinks (H,): one logit per query
     head in the softmax, with no value (gpt-oss; -inf: none).
     """
-    q, k, v, mask, bias, sinks, group = checks.scored_attention_arrays(
+    q, k, v, mask, bias, sinks = check.attention(
         q, k, v, mask, empty_rows, scale, softcap, bias, sinks
-    )  # group: G = H // H_kv query heads per key/value head
+    )  # float arrays; k, v may hold H_kv heads; bias -inf blocks a key
+    group = kv_group(q.shape, k.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
     # --8<-- [start:attention-modifiers]
     mod = ScoreMod(scale, softcap, bias, sinks)  # None: left out
     scores = apply_mask(mod.scores(q, k), mask)  # (..., Tq, Tk)
-    checks.scores_finite(scores, mask)  # q @ k^T can overflow: name it
+    scores_finite(scores, mask, bias)  # q @ k^T can overflow: name it
     # each row sums to 1 over the keys (and the sink); an empty row is 0
     weights = mod.softmax(scores)  # (..., Tq, Tk)
     # --8<-- [end:attention-modifiers]
@@ -283,12 +290,17 @@ def attention_backward(
     forward made them (with the same score modifiers); a row with no
     key (empty_rows="zero") has A = 0 and passes no gradient on.
     """
-    q, k, v, dout, group = checks.backward_arrays(q, k, v, dout)  # G
+    q, k, v, dout, mask, bias, sinks = check.attention_backward(
+        q, k, v, dout, mask, empty_rows, scale, softcap, bias, sinks
+    )  # as attention checks them; dout (..., Tq, dv) in q's dtype
+    group = kv_group(q.shape, k.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
-    modifiers = {"scale": scale, "softcap": softcap, "bias": bias}
-    _, weights = attention(q, k, v, mask, empty_rows, **modifiers, sinks=sinks)
-    mod = ScoreMod(scale, softcap, sinks=sinks)  # the forward's modifiers
+    mod = ScoreMod(scale, softcap, bias, sinks)  # the forward's modifiers
+    # the weights A again, as the forward made them
+    scores = apply_mask(mod.scores(q, k), mask)  # (..., Tq, Tk)
+    scores_finite(scores, mask, bias)  # q @ k^T can overflow: name it
+    weights = mod.softmax(scores)  # (..., Tq, Tk)
     # --8<-- [start:attention-backward-dv]
     # dV = A^T dO: each value collects the rows that read it
     dv = np.swapaxes(weights, -2, -1) @ dout  # (..., Tk, dv)
@@ -373,7 +385,8 @@ def causal_mask(t, tk=None, align=None):
            [0, 0, 1],
            [0, 0, 0]])
     """
-    tk, offset = checks.causal_shape(t, tk, align)  # offset 0 or tk - t
+    tk = check.causal_mask(t, tk, align)  # tk: t unless given
+    offset = tk - t if align == "bottom_right" else 0  # diagonal's start
     return np.triu(np.ones((t, tk), dtype=bool), k=1 + offset)
     # --8<-- [end:causal-mask-core]
     # --8<-- [end:causal-mask]
@@ -389,8 +402,8 @@ def causal_mask_for_positions(query_positions, key_positions):
     array([[0, 0, 0, 0, 1],
            [0, 0, 0, 0, 0]])
     """
-    q_pos, k_pos = checks.mask_positions(
-        query_positions, key_positions, np.asarray
+    q_pos, k_pos = check.causal_mask_for_positions(
+        query_positions, key_positions
     )  # 1-D each, real and finite, compared as they are
     return k_pos[None, :] > q_pos[:, None]  # (1, Tk) vs (Tq, 1): (Tq, Tk)
     # --8<-- [end:causal-mask-for-positions]
@@ -411,7 +424,7 @@ def key_padding_mask(lengths, tk=None):
            [0, 1, 1]])
     """
     # lengths: ints in 1..tk, or a (B, Tk) bool mask
-    lengths = checks.key_padding(lengths, tk, np.asarray)
+    lengths = check.key_padding_mask(lengths, tk)
     if lengths.dtype == bool:
         padded = lengths  # (B, Tk), True = padding
     else:
@@ -430,16 +443,21 @@ def position_pairs(query_positions, key_positions):
     a (B, 1, Tq, Tk) mask that broadcasts over the heads, as
     key_padding_mask does (a 1-D side is shared by the batch).
     """
-    q, k = checks.rule_arrays(
-        query_positions, key_positions, ids=True
+    q, k = check.position_pairs(
+        query_positions, key_positions
     )  # whole numbers, as int64 arrays: no uint wrap-around
+    return _pairs(q, k)  # (Tq, 1), (1, Tk)
+    # --8<-- [end:position-pairs]
+
+
+def _pairs(q, k):
+    # int64 positions, checked, set against each other
     if q.ndim == k.ndim == 1:
         return q[:, None], k[None, :]  # (Tq, 1), (1, Tk)
     b_q, b_k = (len(a) if a.ndim == 2 else 1 for a in (q, k))  # B or 1
     q = q.reshape(b_q, 1, q.shape[-1], 1)  # (B, 1, Tq, 1)
     k = k.reshape(b_k, 1, 1, k.shape[-1])  # (B, 1, 1, Tk)
     return q, k
-    # --8<-- [end:position-pairs]
 
 
 # --8<-- [start:sliding-window-mask]
@@ -456,10 +474,10 @@ def sliding_window_mask(query_positions, key_positions, window, sink_tokens=0):
            [1, 0, 0, 1],
            [1, 1, 0, 0]])
     """
-    query_positions, key_positions = checks.sliding_window_rule(
+    q, k = check.sliding_window_mask(
         query_positions, key_positions, window, sink_tokens
     )  # whole positions >= 0 (read once), window >= 1, sink_tokens >= 0
-    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    q, k = _pairs(q, k)  # as position_pairs: (Tq, 1), (1, Tk)
     distance = q - k  # (Tq, Tk): how far back the key lies
     allowed = (distance >= 0) & (distance < window)
     allowed |= (k < sink_tokens) & (k <= q)  # the sinks, never the future
@@ -477,10 +495,10 @@ def chunked_mask(query_positions, key_positions, chunk):
            [1, 1, 0, 1],
            [1, 1, 0, 0]])
     """
-    query_positions, key_positions = checks.chunked_rule(
+    q, k = check.chunked_mask(
         query_positions, key_positions, chunk
     )  # whole positions >= 0 (an iterator read once), chunk >= 1
-    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    q, k = _pairs(q, k)  # as position_pairs: (Tq, 1), (1, Tk)
     same_chunk = q // chunk == k // chunk  # (Tq, Tk)
     return ~(same_chunk & (k <= q))  # True = blocked
     # --8<-- [end:chunked-mask]
@@ -493,8 +511,7 @@ def document_ids(lengths):
     >>> document_ids([3, 1, 2])
     array([0, 0, 0, 1, 2, 2])
     """
-    checks.document_lengths(lengths)  # (n,) ints >= 1
-    lengths = np.asarray(lengths).astype(np.int64)  # any int dtype
+    lengths = check.document_ids(lengths)  # (n,) ints >= 1, as int64
     return np.repeat(np.arange(len(lengths)), lengths)  # (sum(lengths),)
     # --8<-- [end:document-ids]
 
@@ -509,10 +526,10 @@ def document_mask(query_documents, key_documents):
            [0, 0, 1],
            [1, 1, 0]])
     """
-    query_documents, key_documents = checks.document_rule(
+    q, k = check.document_mask(
         query_documents, key_documents
     )  # integer ids, an iterator read once
-    q, k = position_pairs(query_documents, key_documents)  # (Tq,1), (1,Tk)
+    q, k = _pairs(q, k)  # as position_pairs: (Tq, 1), (1, Tk)
     return q != k  # (Tq, Tk), True = another document
     # --8<-- [end:document-mask]
 
@@ -546,10 +563,10 @@ def prefix_lm_mask(query_positions, key_positions, prefix):
            [0, 0, 0, 1],
            [0, 0, 0, 0]])
     """
-    query_positions, key_positions = checks.prefix_lm_rule(
+    q, k = check.prefix_lm_mask(
         query_positions, key_positions, prefix
     )  # whole positions >= 0 (an iterator read once), prefix >= 0
-    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    q, k = _pairs(q, k)  # as position_pairs: (Tq, 1), (1, Tk)
     return ~((k < prefix) | (k <= q))  # True = blocked
     # --8<-- [end:prefix-lm-mask]
 
@@ -576,8 +593,8 @@ def apply_rope(x, positions, base=10000.0, inv_freq=None, rotary_dim=None):
     >>> apply_rope(x, [1]).round(4)  # turned by 1 radian
     array([[0.5403, 0.8415]])
     """
-    x, positions, freq, r = checks.rotary_arguments(
-        x, positions, base, np.asarray, inv_freq, rotary_dim
+    x, positions, freq, r = check.apply_rope(
+        x, positions, base, inv_freq, rotary_dim
     )
     dtype = np.result_type(x.dtype, np.float32)
     x = x.astype(dtype, copy=False)  # int or bool x: rotate in float
@@ -609,7 +626,7 @@ def alibi_slopes(n_head):
     >>> alibi_slopes(4).tolist()
     [0.25, 0.0625, 0.015625, 0.00390625]
     """
-    checks.positive_integer(n_head, "n_head")
+    check.alibi_slopes(n_head)  # an int >= 1
     n = 1 << (int(n_head).bit_length() - 1)  # largest power of 2 <= n_head
     # m_h = 2^(-8 (h + 1) / n), h = 0 .. n - 1
     slopes = 2.0 ** (-8.0 * np.arange(1, n + 1) / n)  # (n,)
@@ -636,8 +653,8 @@ def alibi_bias(slopes, query_positions, key_positions):
     >>> alibi_bias([0.5], [2], [0, 1, 2]).tolist()
     [[[-1.0, -0.5, 0.0]]]
     """
-    slopes, q_pos, k_pos = checks.alibi_inputs(
-        slopes, query_positions, key_positions, np.asarray
+    slopes, q_pos, k_pos = check.alibi_bias(
+        slopes, query_positions, key_positions
     )  # (H,) slopes, 1-D positions, finite
     dtype = slopes.dtype if slopes.dtype.kind == "f" else np.float64
     # -m (i - j) = m (j - i): 0 on the diagonal, negative before it
@@ -667,7 +684,7 @@ class MultiHeadAttention:
         rope_base=10000.0,
         seed=0,
     ):
-        self.n_kv_head, self.d_head = checks.layer_sizes(
+        self.n_kv_head, self.d_head = check.multi_head_attention(
             d_model, n_head, n_kv_head, rope, rope_base
         )  # H_kv (default H) divides H; d_head = d_model / H
         self.d_model, self.n_head = d_model, n_head
@@ -700,7 +717,7 @@ class MultiHeadAttention:
         bfloat16 weights, which NumPy has no dtype for, come as float32
         (exactly: every bfloat16 is a float32); others keep their dtype.
         """
-        checks.torch_module(module)  # a torch_ref.MultiHeadAttention
+        check.from_torch(module)  # a torch_ref.MultiHeadAttention
         has_bias = module.wq.bias is not None
         twin = cls(
             module.d_model,
@@ -754,7 +771,7 @@ class MultiHeadAttention:
 
         Returns y (B, Tq, d_model) and the weights (B, H, Tq, Tk).
         """
-        x, context = checks.model_arrays(x, context, self.d_model, self.rope)
+        x, context = check.forward(x, context, self.d_model, self.rope)
         context = x if context is None else context  # self-attention
         # project: Q = X Wq, K = C Wk, V = C Wv, all heads in one product
         q = linear(x, self.Wq, self.bq)  # (B, Tq, d_model)
@@ -789,7 +806,7 @@ class MultiHeadAttention:
             return q, k
         if positions is None:  # after the head split, absolute positions
             positions = np.arange(q.shape[-2])  # (T,): 0 .. T - 1
-        positions = checks.array_of(positions, "positions", np.asarray)
+        positions = check.rotate(positions)  # an iterator read once
         q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
         k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, T, dh)
         return q, k
@@ -803,8 +820,8 @@ class MultiHeadAttention:
         "bo" with biases). With a context, "x" covers the queries only
         and "context" the keys and values.
         """
-        x, context, dy = checks.model_backward_arrays(
-            x, context, dy, self.d_model, self.rope
+        x, context, dy, positions = check.backward(
+            x, context, dy, self.d_model, self.rope, positions
         )  # float arrays; dy (B, Tq, d_model) as y
         cross = context is not None
         if not cross:
@@ -814,10 +831,8 @@ class MultiHeadAttention:
         q = self.split_heads(linear(x, self.Wq, self.bq))  # (B, H, T, dh)
         k = self.split_heads(linear(context, self.Wk, self.bk))  # H_kv
         v = self.split_heads(linear(context, self.Wv, self.bv))  # H_kv
-        if self.rope:  # read once: the gradients turn back by them
-            if positions is None:
-                positions = np.arange(x.shape[1])  # (T,): 0 .. T - 1
-            positions = checks.array_of(positions, "positions", np.asarray)
+        if self.rope and positions is None:  # the gradients turn back
+            positions = np.arange(x.shape[1])  # (T,): 0 .. T - 1
         q, k = self.rotate(q, k, positions)  # RoPE only
         out, _ = attention(q, k, v, mask)  # (B, H, Tq, dh)
         # --8<-- [start:mha-backward-output]
@@ -883,7 +898,7 @@ def linear_backward(x, weight, dy):
     >>> dw.shape, db.tolist(), dx.tolist()
     ((3, 4), [2.0, 2.0, 2.0, 2.0], [[[4.0, 4.0, 4.0], [4.0, 4.0, 4.0]]])
     """
-    x, weight, dy = checks.linear_arrays(x, weight, dy)  # dy (..., d_out)
+    x, weight, dy = check.linear_backward(x, weight, dy)  # dy (..., d_out)
     rows_x = x.reshape(-1, x.shape[-1])  # (B * T, d_in)
     rows_dy = dy.reshape(-1, dy.shape[-1])  # (B * T, d_out)
     # dW = X^T dY: a sum over every (batch, position) row

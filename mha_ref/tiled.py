@@ -14,7 +14,10 @@ import math
 import numpy as np
 import torch
 
-from mha_ref import checks, checks_tiles, checks_torch, numpy_ref, torch_ref
+from mha_ref import numpy_ref, torch_ref
+from mha_ref.guards import tiled as check
+from mha_ref.guards.arrays import first_index
+from mha_ref.guards.tiles import rule_tile
 
 BLOCK = 64  # default block_q and block_k
 
@@ -28,33 +31,13 @@ def positions(
 
     By default the Tq queries are the last Tq of the Tk key positions
     (0 .. Tk - 1 by default). Positions are any iterable of finite
-    reals (see checks.position_array). A mask ``rule`` takes positions
-    >= 0, so Tq > Tk with no query_positions is refused by name.
+    reals (see guards/arrays.position_array). A mask ``rule`` takes
+    positions >= 0, so Tq > Tk with no query_positions is refused by
+    name. The positions are the door's work: checked and converted.
     """
-    if not causal:
-        if query_positions is not None or key_positions is not None:
-            raise ValueError(
-                "query_positions and key_positions need causal=True "
-                "or a mask_rule"
-            )
-        return None, None
-    if rule is not None and query_positions is None and tq > tk:
-        raise ValueError(
-            f"query_positions default to the last Tq = {tq} of the Tk = "
-            f"{tk} key positions, and Tq > Tk would put the first at "
-            f"{tk - tq}, but a mask_rule takes positions >= 0: pass "
-            f"query_positions"
-        )
-    if key_positions is None:
-        key_positions = range(tk)
-        if query_positions is None:  # bottom-right, as a KV cache
-            query_positions = range(tk - tq, tk)
-    k_pos = checks.position_array(key_positions, "key_positions", as_array)
-    if query_positions is None:  # the last Tq of the given key positions
-        query_positions = _last_positions(k_pos, tq, tk)
-    q_pos = checks.position_array(query_positions, "query_positions", as_array)
-    checks_tiles.tile_positions(q_pos, k_pos, tq, tk)
-    return q_pos, k_pos
+    return check.positions(
+        causal, query_positions, key_positions, tq, tk, as_array, rule
+    )  # (Tq,) and (Tk,) through as_array, or (None, None)
 
 
 def position_rule(mask_rule, causal, lead, ref):
@@ -65,13 +48,18 @@ def position_rule(mask_rule, causal, lead, ref):
     serves the torch pass too); with causal=True too, a pair is blocked
     when either blocks it. ``ref``: numpy_ref or torch_ref.
     """
-    checks_tiles.mask_rule(mask_rule)  # None, or a callable
+    check.position_rule(mask_rule)  # None, or a callable
+    return _position_rule(mask_rule, causal, lead, ref)
+
+
+def _position_rule(mask_rule, causal, lead, ref):
+    # position_rule behind its guard: the tiled passes checked the rule
     if mask_rule is None:
         return None
 
     def rule(q_pos, k_pos):
         blocked = mask_rule(q_pos, k_pos)  # (bq, bk) or (B, 1, bq, bk)
-        checks_tiles.rule_tile(blocked, (*lead, len(q_pos), len(k_pos)))
+        rule_tile(blocked, (*lead, len(q_pos), len(k_pos)))
         if ref is torch_ref:
             device = getattr(q_pos, "device", None)
             blocked = torch.as_tensor(blocked, device=device)
@@ -82,21 +70,6 @@ def position_rule(mask_rule, causal, lead, ref):
         return blocked
 
     return rule
-
-
-def _last_positions(k_pos, tq, tk):
-    # the default query positions when key_positions are given
-    if tuple(k_pos.shape) != (tk,):
-        raise ValueError(
-            f"key_positions must have shape ({tk},), one per row, "
-            f"got {tuple(k_pos.shape)}"
-        )
-    if tq > tk:
-        raise ValueError(
-            f"query_positions default to the last Tq = {tq} of the Tk = "
-            f"{tk} key_positions, but Tq > Tk: pass query_positions"
-        )
-    return k_pos[tk - tq :]
 
 
 def check_row_max(
@@ -114,7 +87,7 @@ def check_row_max(
     row_max = _as_numpy(row_max)[..., 0]  # (..., bq)
     overflow = np.isnan(row_max) | np.isposinf(row_max)
     if np.any(overflow):
-        *batch, row = checks.first_index(overflow)
+        *batch, row = first_index(overflow)
         raise ValueError(
             f"scores of query row at index {(*batch, rows.start + row)} "
             f"hold {row_max[overflow][0]}: q @ k^T overflowed; use "
@@ -143,7 +116,7 @@ def check_row_max(
         ),
     ):
         if np.any(flags):
-            *batch, row = checks.first_index(flags)
+            *batch, row = first_index(flags)
             raise ValueError(
                 f"query row at index {(*batch, rows.start + row)} {why}"
             )
@@ -242,24 +215,94 @@ def tiled_attention_numpy(
     scale, softcap, bias and sinks as in numpy_ref.attention; the sink
     enters each row's running max and sum once, before the first tile.
     """
-    q, k, v, mask, bias, sinks, group = checks.scored_attention_arrays(
-        q, k, v, mask, empty_rows, scale, softcap, bias, sinks
-    )  # mask: also where bias is -inf; G = H // H_kv
+    q, k, v, mask, bias, sinks = check.tiled_attention_numpy(
+        q,
+        k,
+        v,
+        mask,
+        empty_rows,
+        block_q,
+        block_k,
+        mask_rule,
+        scale,
+        softcap,
+        bias,
+        sinks,
+    )  # as numpy_ref.attention checks them; blocks >= 1, a callable rule
+    k, v, mask, q_pos, k_pos, rule, mod = _prepare_numpy(
+        q,
+        k,
+        v,
+        mask,
+        causal,
+        query_positions,
+        key_positions,
+        mask_rule,
+        (scale, softcap, bias, sinks),
+    )  # k, v with H heads; positions; mask also where bias is -inf
+    return _tiled_numpy(
+        q,
+        k,
+        v,
+        mask,
+        causal,
+        q_pos,
+        k_pos,
+        rule,
+        mod,
+        block_q,
+        block_k,
+        return_lse,
+        empty_rows,
+    )
+
+
+def _prepare_numpy(
+    q, k, v, mask, causal, query_positions, key_positions, mask_rule, mods
+):
+    # the checked inputs made ready for the tile loop: grouped heads
+    # repeated, positions and rule, the bias's -inf as blocked entries
+    scale, softcap, bias, sinks = mods
+    group = numpy_ref.kv_group(q.shape, k.shape)  # G = H // H_kv
     if group > 1:  # query head h reads key/value head h // G
         k = numpy_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
         v = numpy_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
-    lead, tq, tk, dv = checks_tiles.inputs(
-        q.shape, k.shape, v.shape, block_q, block_k
-    )
-    rule = position_rule(mask_rule, causal, lead, numpy_ref)  # or None
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    tq, tk = q.shape[-2], k.shape[-2]
+    rule = _position_rule(mask_rule, causal, lead, numpy_ref)  # or None
     ruled = causal or rule is not None  # blocked by positions
     q_pos, k_pos = positions(
         ruled, query_positions, key_positions, tq, tk, np.asarray, rule
     )
-    dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
     if bias is not None:
         bias = np.broadcast_to(bias, (*lead, tq, tk))  # checked, a view
-    mod = numpy_ref.ScoreMod(scale, softcap, bias, sinks)  # as attention's
+        if np.isneginf(bias).any():  # a bias of -inf blocks its key
+            by_bias = np.isneginf(bias)  # (..., Tq, Tk)
+            mask = by_bias if mask is None else mask | by_bias
+    mod = numpy_ref.ScoreMod(scale, softcap, bias, sinks)  # attention's
+    return k, v, mask, q_pos, k_pos, rule, mod
+
+
+def _tiled_numpy(
+    q,
+    k,
+    v,
+    mask,
+    causal,
+    q_pos,
+    k_pos,
+    rule,
+    mod,
+    block_q,
+    block_k,
+    return_lse,
+    empty_rows,
+):
+    # tiled_attention_numpy behind its guard, on the prepared inputs
+    lead = np.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    tq, tk, dv = q.shape[-2], k.shape[-2], v.shape[-1]
+    dtype = np.result_type(q.dtype, k.dtype, v.dtype, np.float32)
+    sinks = mod.sinks
     out_blocks, lse_blocks = [], []
     for i in range(0, tq, block_q):
         rows = slice(i, i + block_q)
@@ -381,29 +424,99 @@ def tiled_attention_torch(
     scale, softcap, bias and sinks as in torch_ref.attention; the sink
     enters each row's running max and sum once, before the first tile.
     """
-    mask, group = checks_torch.scored_attention_tensors(
-        q, k, v, mask, empty_rows, scale, softcap, bias, sinks
-    )  # also where bias is -inf; G = H // H_kv
+    mask = check.tiled_attention_torch(
+        q,
+        k,
+        v,
+        mask,
+        empty_rows,
+        block_q,
+        block_k,
+        mask_rule,
+        scale,
+        softcap,
+        bias,
+        sinks,
+    )  # as torch_ref.attention checks them; blocks >= 1, a callable rule
+    k, v, mask, q_pos, k_pos, rule, mod = _prepare_torch(
+        q,
+        k,
+        v,
+        mask,
+        causal,
+        query_positions,
+        key_positions,
+        mask_rule,
+        (scale, softcap, bias, sinks),
+    )  # k, v with H heads; positions; mask also where bias is -inf
+    return _tiled_torch(
+        q,
+        k,
+        v,
+        mask,
+        causal,
+        q_pos,
+        k_pos,
+        rule,
+        mod,
+        block_q,
+        block_k,
+        return_lse,
+        empty_rows,
+    )
+
+
+def _prepare_torch(
+    q, k, v, mask, causal, query_positions, key_positions, mask_rule, mods
+):
+    # as _prepare_numpy; the sinks in the compute dtype (float32 at least)
+    scale, softcap, bias, sinks = mods
+    group = torch_ref.kv_group(q.shape, k.shape)  # G = H // H_kv
     if group > 1:  # query head h reads key/value head h // G
         k = torch_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
         v = torch_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
-    lead, tq, tk, dv = checks_tiles.inputs(
-        q.shape, k.shape, v.shape, block_q, block_k
-    )
-    rule = position_rule(mask_rule, causal, lead, torch_ref)  # or None
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    lead, tq, tk = tuple(lead), q.shape[-2], k.shape[-2]
+    rule = _position_rule(mask_rule, causal, lead, torch_ref)  # or None
     ruled = causal or rule is not None  # blocked by positions
     as_tensor = _as_tensor_on(q.device)
     q_pos, k_pos = positions(
         ruled, query_positions, key_positions, tq, tk, as_tensor, rule
     )
+    wide = torch.promote_types(q.dtype, torch.float32)
+    if bias is not None:
+        bias = bias.expand(*lead, tq, tk)  # checked, a view
+        if bool(bias.isneginf().any()):  # a bias of -inf blocks its key
+            by_bias = bias.isneginf()  # (..., Tq, Tk)
+            mask = by_bias if mask is None else mask | by_bias
+    sinks = None if sinks is None else sinks.to(wide)
+    mod = torch_ref.ScoreMod(scale, softcap, bias, sinks)  # attention's
+    return k, v, mask, q_pos, k_pos, rule, mod
+
+
+def _tiled_torch(
+    q,
+    k,
+    v,
+    mask,
+    causal,
+    q_pos,
+    k_pos,
+    rule,
+    mod,
+    block_q,
+    block_k,
+    return_lse,
+    empty_rows,
+):
+    # tiled_attention_torch behind its guard, on the prepared inputs
+    lead = torch.broadcast_shapes(q.shape[:-2], k.shape[:-2], v.shape[:-2])
+    lead, tq, tk, dv = tuple(lead), q.shape[-2], k.shape[-2], v.shape[-1]
     # max, sum and output in float32 whatever the input dtype (float64
     # stays), as FlashAttention keeps them; cast once, at the end
     wide = torch.promote_types(q.dtype, torch.float32)
     kw = {"dtype": wide, "device": q.device}
-    if bias is not None:
-        bias = bias.expand(*lead, tq, tk)  # checked, a view
-    sinks = None if sinks is None else sinks.to(wide)
-    mod = torch_ref.ScoreMod(scale, softcap, bias, sinks)  # as attention's
+    sinks = mod.sinks
     out_blocks, lse_blocks = [], []
     for i in range(0, tq, block_q):
         rows = slice(i, i + block_q)
@@ -529,16 +642,23 @@ def tiled_attention_backward_numpy(
     The gradients come back in the forward's dtype (at least float32),
     and dsinks (H,) as a fourth value when sinks is given.
     """
-    q, k, v, dout, group = checks.backward_arrays(q, k, v, dout)  # G
-    if group > 1:  # query head h reads key/value head h // G
-        k = numpy_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
-        v = numpy_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
-    query_positions, key_positions = checks.read_once(
-        query_positions, key_positions
-    )  # the forward reads them, then the loop: an iterator once
-    # --8<-- [start:tiled-backward-saved-numpy]
-    # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
-    out, lse = tiled_attention_numpy(
+    q, k, v, dout, mask, bias, sinks = check.tiled_attention_backward_numpy(
+        q,
+        k,
+        v,
+        dout,
+        mask,
+        empty_rows,
+        block_q,
+        block_k,
+        mask_rule,
+        scale,
+        softcap,
+        bias,
+        sinks,
+    )  # as the forward's door, and dout (..., Tq, dv) in q's dtype
+    group = numpy_ref.kv_group(q.shape, k.shape)  # G = H // H_kv
+    k, v, mask, q_pos, k_pos, rule, mod = _prepare_numpy(
         q,
         k,
         v,
@@ -546,31 +666,32 @@ def tiled_attention_backward_numpy(
         causal,
         query_positions,
         key_positions,
+        mask_rule,
+        (scale, softcap, bias, sinks),
+    )  # k, v with H heads; positions read once; bias -inf blocks
+    # --8<-- [start:tiled-backward-saved-numpy]
+    # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
+    out, lse = _tiled_numpy(
+        q,
+        k,
+        v,
+        mask,
+        causal,
+        q_pos,
+        k_pos,
+        rule,
+        mod,
         block_q,
         block_k,
-        return_lse=True,
-        empty_rows=empty_rows,
-        mask_rule=mask_rule,
-        scale=scale,
-        softcap=softcap,
-        bias=bias,
-        sinks=sinks,
-    )
+        True,
+        empty_rows,
+    )  # the forward behind its guard
     # D = rowsum(dO * O), equal to rowsum(dP * P) and found in O(T d)
     delta = np.sum(dout * out, axis=-1, keepdims=True)  # (..., Tq, 1)
     lse = lse[..., None]  # (..., Tq, 1)
     # --8<-- [end:tiled-backward-saved-numpy]
     *lead, tq, _ = out.shape
-    tk = k.shape[-2]
-    if mask is not None:
-        mask = np.broadcast_to(mask, (*lead, tq, tk))  # checked, a view
-    if bias is not None:  # checked by the forward: a view, in its dtype
-        bias = np.broadcast_to(np.asarray(bias, out.dtype), (*lead, tq, tk))
-    rule = position_rule(mask_rule, causal, lead, numpy_ref)  # or None
-    ruled = causal or rule is not None  # blocked by positions
-    q_pos, k_pos = positions(
-        ruled, query_positions, key_positions, tq, tk, np.asarray, rule
-    )
+    tk, bias = k.shape[-2], mod.bias  # bias: (..., Tq, Tk), a view
     # --8<-- [start:tiled-backward-loop-numpy]
     dq = np.zeros((*lead, tq, q.shape[-1]), out.dtype)  # (..., Tq, d)
     dk = np.zeros((*lead, tk, k.shape[-1]), out.dtype)  # (..., Tk, d)
@@ -687,19 +808,26 @@ def tiled_attention_backward_torch(
     Low-precision inputs compute in float32, cast once at the end; with
     sinks, dsinks (H,) comes as a fourth value, in sinks' dtype.
     """
-    group = checks_torch.backward_tensors(q, k, v, dout)  # G = H // H_kv
+    mask = check.tiled_attention_backward_torch(
+        q,
+        k,
+        v,
+        dout,
+        mask,
+        empty_rows,
+        block_q,
+        block_k,
+        mask_rule,
+        scale,
+        softcap,
+        bias,
+        sinks,
+    )  # as the forward's door, and dout (..., Tq, dv) on q's device
+    group = torch_ref.kv_group(q.shape, k.shape)  # G = H // H_kv
     # fp16 and bf16 compute in float32, as the forward; float64 stays
     dtype, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
     q, k, v, dout = q.to(acc), k.to(acc), v.to(acc), dout.to(acc)
-    if group > 1:  # query head h reads key/value head h // G
-        k = torch_ref.repeat_kv_heads(k, group)  # (..., H, Tk, d)
-        v = torch_ref.repeat_kv_heads(v, group)  # (..., H, Tk, dv)
-    query_positions, key_positions = checks.read_once(
-        query_positions, key_positions
-    )  # the forward reads them, then the loop: an iterator once
-    # --8<-- [start:tiled-backward-saved-torch]
-    # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
-    out, lse = tiled_attention_torch(
+    k, v, mask, q_pos, k_pos, rule, mod = _prepare_torch(
         q,
         k,
         v,
@@ -707,32 +835,34 @@ def tiled_attention_backward_torch(
         causal,
         query_positions,
         key_positions,
+        mask_rule,
+        (scale, softcap, bias, sinks),
+    )  # k, v with H heads; positions read once; bias -inf blocks
+    # --8<-- [start:tiled-backward-saved-torch]
+    # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
+    out, lse = _tiled_torch(
+        q,
+        k,
+        v,
+        mask,
+        causal,
+        q_pos,
+        k_pos,
+        rule,
+        mod,
         block_q,
         block_k,
-        return_lse=True,
-        empty_rows=empty_rows,
-        mask_rule=mask_rule,
-        scale=scale,
-        softcap=softcap,
-        bias=bias,
-        sinks=sinks,
-    )
+        True,
+        empty_rows,
+    )  # the forward behind its guard
     # D = rowsum(dO * O), equal to rowsum(dP * P) and found in O(T d)
     delta = (dout * out).sum(dim=-1, keepdim=True)  # (..., Tq, 1)
     lse = lse[..., None]  # (..., Tq, 1)
     # --8<-- [end:tiled-backward-saved-torch]
     *lead, tq, _ = out.shape
-    tk = k.shape[-2]
-    if mask is not None:
-        mask = mask.expand(*lead, tq, tk)  # checked, a view
-    if bias is not None:  # checked by the forward: a view
-        bias = bias.to(acc).expand(*lead, tq, tk)
-    rule = position_rule(mask_rule, causal, lead, torch_ref)  # or None
-    ruled = causal or rule is not None  # blocked by positions
-    as_tensor = _as_tensor_on(q.device)
-    q_pos, k_pos = positions(
-        ruled, query_positions, key_positions, tq, tk, as_tensor, rule
-    )
+    tk, bias = k.shape[-2], mod.bias  # bias: (..., Tq, Tk), a view
+    if bias is not None:
+        bias = bias.to(acc)  # the tiles compute in acc
     # --8<-- [start:tiled-backward-loop-torch]
     kw = {"dtype": acc, "device": q.device}
     dq = torch.zeros((*lead, tq, q.shape[-1]), **kw)  # (..., Tq, d)
@@ -791,17 +921,15 @@ def tiles_computed(
     FlexAttention's BlockMask skips an empty block; computed / total
     is the share of the score matrix's arithmetic that is done.
     """
-    q_pos = checks.array_of(query_positions, "query_positions", np.asarray)
-    k_pos = checks.array_of(key_positions, "key_positions", np.asarray)
-    checks_tiles.tile_count(
-        mask_rule, q_pos.shape, k_pos.shape, block_q, block_k
-    )
+    q_pos, k_pos = check.tiles_computed(
+        mask_rule, query_positions, key_positions, block_q, block_k
+    )  # 1-D arrays, a callable rule, blocks >= 1
     computed = total = 0
     for i in range(0, len(q_pos), block_q):
         for j in range(0, len(k_pos), block_k):
             q_tile, k_tile = q_pos[i : i + block_q], k_pos[j : j + block_k]
             blocked = mask_rule(q_tile, k_tile)  # (bq, bk), True = blocked
-            checks_tiles.rule_tile(blocked, (len(q_tile), len(k_tile)))
+            rule_tile(blocked, (len(q_tile), len(k_tile)))
             computed += not bool(blocked.all())
             total += 1
     return computed, total

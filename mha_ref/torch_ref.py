@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from mha_ref import checks, checks_torch
+from mha_ref.guards import torch_ref as check
+from mha_ref.guards.tensors import finite_tensor, scores_no_overflow
 
 
 # --8<-- [start:attention-scores]
@@ -68,7 +69,7 @@ def dot_product_attention(q, k, v, mask=None):
 
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
     """
-    mask = checks_torch.dot_product_attention_tensors(q, k, v, mask)
+    mask = check.dot_product_attention(q, k, v, mask)
     dtype = q.dtype  # fp16 and bf16 compute in float32, as SDPA does
     wide = torch.promote_types(dtype, torch.float32)  # float64 stays
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
@@ -89,9 +90,7 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
     share; a row with every key masked puts all of it on the sink.
     A sink of -inf is no sink.
     """
-    checks_torch.sinks_tensors(scores, sinks)  # sinks (H,), no NaN, +inf
-    no_key = scores.isneginf().all(dim=-1) & sinks.isneginf().view(-1, 1)
-    checks.rows_without_keys(no_key.cpu().numpy(), empty_rows)  # (.., Tq)
+    check.softmax_with_sinks(scores, sinks, empty_rows)  # (H,), no NaN
     return ScoreMod(sinks=sinks).softmax(scores)  # (..., H, Tq, Tk)
     # --8<-- [end:softmax-with-sinks]
 
@@ -102,12 +101,8 @@ def softmax_backward(probabilities, upstream):
 
     The Jacobian-vector product dL/ds_j = p_j (g_j - sum_k p_k g_k).
     """
+    check.softmax_backward(probabilities, upstream)  # one shape
     p, g = probabilities, upstream
-    if p.shape != g.shape:
-        raise ValueError(
-            f"probabilities {tuple(p.shape)} and upstream "
-            f"{tuple(g.shape)} must match"
-        )
     # g_bar = sum_k p_k g_k, one number per row
     weighted_mean = (p * g).sum(dim=-1, keepdim=True)
     return p * (g - weighted_mean)
@@ -129,6 +124,18 @@ def repeat_kv_heads(x, group):
     """
     return x.repeat_interleave(group, dim=-3)  # (..., H_kv * G, T, d)
     # --8<-- [end:repeat-kv-heads]
+
+
+def kv_group(q_shape, k_shape):
+    """G = H // H_kv: the query heads each key/value head serves.
+
+    Heads are axis -3; 1 when there is nothing to group (the same
+    heads, one head that broadcasts, no heads axis). Shapes as checked.
+    """
+    if min(len(q_shape), len(k_shape)) < 3:
+        return 1  # no heads axis: plain broadcasting
+    h, h_kv = q_shape[-3], k_shape[-3]
+    return 1 if h_kv in (1, h) else h // h_kv
 
 
 # --8<-- [start:score-mod]
@@ -216,9 +223,10 @@ def attention(
     -inf blocks), then the mask, then sinks (H,): one logit per query
     head in the softmax, with no value (gpt-oss; -inf: none).
     """
-    mask, group = checks_torch.scored_attention_tensors(
+    mask = check.attention(
         q, k, v, mask, empty_rows, scale, softcap, bias, sinks
-    )  # group: G = H // H_kv query heads per key/value head
+    )  # mask expanded; k, v may hold H_kv heads; bias -inf blocks a key
+    group = kv_group(q.shape, k.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
     # fp16 and bf16 compute in float32, as SDPA does; float64 stays
@@ -228,7 +236,7 @@ def attention(
     # --8<-- [start:attention-modifiers]
     mod = ScoreMod(scale, softcap, bias, sinks)  # None: left out
     scores = apply_mask(mod.scores(q, k), mask)  # (..., Tq, Tk)
-    checks_torch.scores_no_overflow(scores, mask)  # q @ k^T can overflow
+    scores_no_overflow(scores, mask, bias)  # q @ k^T can overflow
     # each row sums to 1 over the keys (and the sink); an empty row is 0
     weights = mod.softmax(scores)  # (..., Tq, Tk)
     # --8<-- [end:attention-modifiers]
@@ -259,15 +267,21 @@ def attention_backward(
     k, as the forward made them (with the same score modifiers); a row
     with no key (empty_rows="zero") has A = 0 and passes no gradient on.
     """
-    group = checks_torch.backward_tensors(q, k, v, dout)  # G = H // H_kv
+    mask = check.attention_backward(
+        q, k, v, dout, mask, empty_rows, scale, softcap, bias, sinks
+    )  # as attention checks them; dout (..., Tq, dv) on q's device
+    group = kv_group(q.shape, k.shape)  # G = H // H_kv
     # fp16 and bf16 compute in float32, as the forward; float64 stays
     dtype, wide = q.dtype, torch.promote_types(q.dtype, torch.float32)
     q, k, v, dout = q.to(wide), k.to(wide), v.to(wide), dout.to(wide)
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
-    modifiers = {"scale": scale, "softcap": softcap, "bias": bias}
-    _, weights = attention(q, k, v, mask, empty_rows, **modifiers, sinks=sinks)
-    mod = ScoreMod(scale, softcap, sinks=sinks)  # the forward's modifiers
+    wide_sinks = None if sinks is None else sinks.to(wide)
+    mod = ScoreMod(scale, softcap, bias, wide_sinks)  # the forward's
+    # the weights A again, as the forward made them
+    scores = apply_mask(mod.scores(q, k), mask)  # (..., Tq, Tk)
+    scores_no_overflow(scores, mask, bias)  # q @ k^T can overflow
+    weights = mod.softmax(scores)  # (..., Tq, Tk)
     # --8<-- [start:attention-backward-dv]
     # dV = A^T dO: each value collects the rows that read it
     dv = weights.transpose(-2, -1) @ dout  # (..., Tk, dv)
@@ -326,8 +340,8 @@ def sum_kv_heads(grad, group):
 # --8<-- [start:causal-mask-core]
 def causal_mask(t, tk=None, align=None, device=None):
     """(t, t) mask, True strictly above the diagonal: the future."""
-    cuda = torch.cuda.is_available()  # a CUDA device needs one
-    tk, offset = checks.causal_shape(t, tk, align, device, cuda)
+    tk = check.causal_mask(t, tk, align, device)  # tk: t unless given
+    offset = tk - t if align == "bottom_right" else 0  # diagonal's start
     ones = torch.ones(t, tk, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1 + offset)
     # --8<-- [end:causal-mask-core]
@@ -337,8 +351,8 @@ def causal_mask(t, tk=None, align=None, device=None):
 # --8<-- [start:causal-mask-for-positions]
 def causal_mask_for_positions(query_positions, key_positions):
     """True where a key's position is later than the query's."""
-    q_pos, k_pos = checks.mask_positions(
-        query_positions, key_positions, torch.as_tensor
+    q_pos, k_pos = check.causal_mask_for_positions(
+        query_positions, key_positions
     )  # 1-D each, real and finite, compared as they are
     return k_pos[None, :] > q_pos[:, None]  # (1, Tk) vs (Tq, 1): (Tq, Tk)
     # --8<-- [end:causal-mask-for-positions]
@@ -359,7 +373,7 @@ def key_padding_mask(lengths, tk=None):
             [0, 1, 1]])
     """
     # lengths: ints in 1..tk, or a (B, Tk) bool mask
-    lengths = checks.key_padding(lengths, tk, torch.as_tensor)
+    lengths = check.key_padding_mask(lengths, tk)
     if lengths.dtype == torch.bool:
         padded = lengths  # (B, Tk), True = padding
     else:
@@ -379,10 +393,16 @@ def position_pairs(query_positions, key_positions):
     a (B, 1, Tq, Tk) mask that broadcasts over the heads, as
     key_padding_mask does (a 1-D side is shared by the batch).
     """
-    q, k = checks.rule_arrays(
-        query_positions, key_positions, ids=True
-    )  # whole numbers, as int64 arrays: no uint wrap-around
     device = getattr(query_positions, "device", None)  # a tensor's
+    q, k = check.position_pairs(
+        query_positions, key_positions
+    )  # whole numbers, as int64 arrays: no uint wrap-around
+    return _pairs(q, k, device)  # (Tq, 1), (1, Tk)
+    # --8<-- [end:position-pairs]
+
+
+def _pairs(q, k, device):
+    # int64 positions, checked, set against each other on ``device``
     q, k = torch.as_tensor(q, device=device), torch.as_tensor(k, device=device)
     if q.dim() == k.dim() == 1:
         return q[:, None], k[None, :]  # (Tq, 1), (1, Tk)
@@ -390,7 +410,6 @@ def position_pairs(query_positions, key_positions):
     q = q.reshape(b_q, 1, q.shape[-1], 1)  # (B, 1, Tq, 1)
     k = k.reshape(b_k, 1, 1, k.shape[-1])  # (B, 1, 1, Tk)
     return q, k
-    # --8<-- [end:position-pairs]
 
 
 # --8<-- [start:sliding-window-mask]
@@ -401,10 +420,11 @@ def sliding_window_mask(query_positions, key_positions, window, sink_tokens=0):
     sink_tokens positions stay visible to every later query
     (StreamingLLM's attention sinks).
     """
-    query_positions, key_positions = checks.sliding_window_rule(
+    device = getattr(query_positions, "device", None)  # a tensor's
+    q, k = check.sliding_window_mask(
         query_positions, key_positions, window, sink_tokens
     )  # whole positions >= 0 (read once), window >= 1, sink_tokens >= 0
-    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    q, k = _pairs(q, k, device)  # as position_pairs: (Tq, 1), (1, Tk)
     distance = q - k  # (Tq, Tk): how far back the key lies
     allowed = (distance >= 0) & (distance < window)
     allowed |= (k < sink_tokens) & (k <= q)  # the sinks, never the future
@@ -415,10 +435,11 @@ def sliding_window_mask(query_positions, key_positions, window, sink_tokens=0):
 # --8<-- [start:chunked-mask]
 def chunked_mask(query_positions, key_positions, chunk):
     """Blocked unless q // chunk == k // chunk and k <= q (Llama 4)."""
-    query_positions, key_positions = checks.chunked_rule(
+    device = getattr(query_positions, "device", None)  # a tensor's
+    q, k = check.chunked_mask(
         query_positions, key_positions, chunk
     )  # whole positions >= 0 (an iterator read once), chunk >= 1
-    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    q, k = _pairs(q, k, device)  # as position_pairs: (Tq, 1), (1, Tk)
     same_chunk = q // chunk == k // chunk  # (Tq, Tk)
     return ~(same_chunk & (k <= q))  # True = blocked
     # --8<-- [end:chunked-mask]
@@ -427,7 +448,7 @@ def chunked_mask(query_positions, key_positions, chunk):
 # --8<-- [start:document-ids]
 def document_ids(lengths):
     """The document of every token of a packed sequence (cu_seqlens)."""
-    checks.document_lengths(lengths)  # (n,) ints >= 1
+    check.document_ids(lengths)  # (n,) ints >= 1
     lengths = torch.as_tensor(lengths).long()  # uint16/32: no kernel
     ids = torch.arange(len(lengths), device=lengths.device)  # (n,)
     return ids.repeat_interleave(lengths)  # (sum(lengths),)
@@ -437,10 +458,11 @@ def document_ids(lengths):
 # --8<-- [start:document-mask]
 def document_mask(query_documents, key_documents):
     """Blocked where the query's document is not the key's."""
-    query_documents, key_documents = checks.document_rule(
+    device = getattr(query_documents, "device", None)  # a tensor's
+    q, k = check.document_mask(
         query_documents, key_documents
     )  # integer ids, an iterator read once
-    q, k = position_pairs(query_documents, key_documents)  # (Tq,1), (1,Tk)
+    q, k = _pairs(q, k, device)  # as position_pairs: (Tq, 1), (1, Tk)
     return q != k  # (Tq, Tk), True = another document
     # --8<-- [end:document-mask]
 
@@ -462,10 +484,11 @@ def packed_causal_mask(lengths):
 # --8<-- [start:prefix-lm-mask]
 def prefix_lm_mask(query_positions, key_positions, prefix):
     """Blocked unless k < prefix or k <= q: a bidirectional prefix."""
-    query_positions, key_positions = checks.prefix_lm_rule(
+    device = getattr(query_positions, "device", None)  # a tensor's
+    q, k = check.prefix_lm_mask(
         query_positions, key_positions, prefix
     )  # whole positions >= 0 (an iterator read once), prefix >= 0
-    q, k = position_pairs(query_positions, key_positions)  # (Tq,1), (1,Tk)
+    q, k = _pairs(q, k, device)  # as position_pairs: (Tq, 1), (1, Tk)
     return ~((k < prefix) | (k <= q))  # True = blocked
     # --8<-- [end:prefix-lm-mask]
 
@@ -492,8 +515,8 @@ def apply_rope(x, positions, base=10000.0, inv_freq=None, rotary_dim=None):
     >>> apply_rope(x, [1]).round(decimals=4)  # turned by 1 radian
     tensor([[0.5403, 0.8415]])
     """
-    x, positions, freq, r = checks.rotary_arguments(
-        x, positions, base, torch.as_tensor, inv_freq, rotary_dim
+    x, positions, freq, r = check.apply_rope(
+        x, positions, base, inv_freq, rotary_dim
     )
     if not x.is_floating_point():  # int or bool x: rotate in float32
         x = x.to(torch.promote_types(x.dtype, torch.float32))
@@ -526,7 +549,7 @@ def alibi_slopes(n_head):
     >>> alibi_slopes(4).tolist()
     [0.25, 0.0625, 0.015625, 0.00390625]
     """
-    checks.positive_integer(n_head, "n_head")
+    check.alibi_slopes(n_head)  # an int >= 1
     n = 1 << (int(n_head).bit_length() - 1)  # largest power of 2 <= n_head
     # m_h = 2^(-8 (h + 1) / n), h = 0 .. n - 1
     h = torch.arange(1, n + 1, dtype=torch.float64)
@@ -550,7 +573,7 @@ def alibi_bias(slopes, query_positions, key_positions):
     dtype (a list: float64, as NumPy reads it); integer slopes compute
     in float64. The bias is computed in float64 and cast once.
     """
-    slopes, q_pos, k_pos = checks.alibi_inputs(
+    slopes, q_pos, k_pos = check.alibi_bias(
         slopes, query_positions, key_positions, _as_tensor_like_numpy
     )  # (H,) slopes, 1-D positions, finite
     q_pos, k_pos = q_pos.to(slopes.device), k_pos.to(slopes.device)
@@ -607,9 +630,8 @@ class MultiHeadAttention(nn.Module):
         dtype=None,
     ):
         super().__init__()
-        cuda = torch.cuda.is_available()  # a CUDA device needs one
-        self.n_kv_head, self.d_head = checks.layer_sizes(
-            d_model, n_head, n_kv_head, rope, rope_base, device, cuda
+        self.n_kv_head, self.d_head = check.multi_head_attention(
+            d_model, n_head, n_kv_head, rope, rope_base, device
         )  # H_kv (default H) divides H; d_head = d_model / H
         self.d_model, self.n_head = d_model, n_head
         self.rope, self.rope_base = rope, rope_base
@@ -648,7 +670,7 @@ class MultiHeadAttention(nn.Module):
         Returns y (B, Tq, d_model) and the weights (B, H, Tq, Tk).
         """
         weight = self.wq.weight  # the module's dtype and device
-        checks_torch.model_tensors(x, context, self.d_model, weight, self.rope)
+        check.forward(x, context, self.d_model, weight, self.rope)
         context = x if context is None else context  # self-attention
         # project: Q = X Wq, K = C Wk, V = C Wv (nn.Linear runs linear)
         q = self.wq(x)  # (B, Tq, d_model): all heads in one product
@@ -683,7 +705,7 @@ class MultiHeadAttention(nn.Module):
             return q, k
         if positions is None:  # after the head split, absolute positions
             positions = torch.arange(q.shape[-2], device=q.device)  # (T,)
-        positions = checks.array_of(positions, "positions", torch.as_tensor)
+        positions = check.rotate(positions)  # an iterator read once
         q = apply_rope(q, positions, self.rope_base)  # (B, H, T, dh)
         k = apply_rope(k, positions, self.rope_base)  # (B, H_kv, T, dh)
         return q, k
@@ -696,7 +718,7 @@ class MultiHeadAttention(nn.Module):
         functions that attend in their own way (SDPA, a KV cache).
         """
         weight = self.wq.weight  # the module's dtype and device
-        checks_torch.model_tensors(x, context, self.d_model, weight, self.rope)
+        check.project(x, context, self.d_model, weight, self.rope)
         context = x if context is None else context  # self-attention
         q = self.split_heads(self.wq(x))  # (B, H, Tq, dh)
         k = self.split_heads(self.wk(context))  # (B, H_kv, Tk, dh)
@@ -708,7 +730,7 @@ class MultiHeadAttention(nn.Module):
 def sdpa_forward(module, x, mask=None, context=None, positions=None):
     """The module's weights through F.scaled_dot_product_attention."""
     q, k, v = module.project(x, context, positions)  # k, v: H_kv heads
-    mask = checks_torch.attention_tensors(q, k, v, mask)  # as attention() does
+    mask = check.sdpa_forward(q, k, v, mask)  # as attention() does
     # SDPA's boolean mask means True = allowed: the one place we flip it
     allowed = None if mask is None else ~mask  # (B, H, Tq, Tk)
     # dropout_p does not follow module.eval(): pass 0.0 explicitly
@@ -718,7 +740,7 @@ def sdpa_forward(module, x, mask=None, context=None, positions=None):
         q, k, v, attn_mask=allowed, dropout_p=0.0, enable_gqa=grouped
     )  # (B, H, Tq, dh)
     # finite q and k can still overflow q @ k^T: no silent NaN rows
-    checks_torch.finite_tensor(out, "SDPA output")
+    finite_tensor(out, "SDPA output")
     return module.wo(module.merge_heads(out))  # (B, Tq, d_model)
     # --8<-- [end:sdpa-forward]
 
@@ -726,7 +748,7 @@ def sdpa_forward(module, x, mask=None, context=None, positions=None):
 # --8<-- [start:library-version]
 def library_version(module):
     """An nn.MultiheadAttention (batch_first) with the same weights."""
-    checks_torch.library_can_express(module)  # no grouped heads, no RoPE
+    check.library_version(module)  # no grouped heads, no RoPE
     has_bias = module.wq.bias is not None
     weight = module.wq.weight
     library = nn.MultiheadAttention(
@@ -758,7 +780,7 @@ def library_forward(library, x, mask=None, context=None):
 
     A per-head or per-batch mask becomes the (B * H, Tq, Tk) it expects.
     """
-    checks_torch.library_inputs(library, x, mask, context)  # mask (B, H, ..)
+    check.library_forward(library, x, mask, context)  # mask (B, H, ..)
     context = x if context is None else context
     b, tq, tk = x.shape[0], x.shape[1], context.shape[1]
     h = library.num_heads

@@ -3,8 +3,8 @@ window. Shared by the doors of kv_cache.py and latent_torch.py."""
 
 import numpy as np
 
-from mha_ref.checks import model_input, rule_int
-from mha_ref.checks_torch import as_index, float_tensors, is_tensor_scalar
+from mha_ref.guards.arrays import model_input, rule_int
+from mha_ref.guards.tensors import as_index, float_tensors, is_tensor_scalar
 
 
 def chunk_lengths(chunks, t):

@@ -5,7 +5,7 @@ them)."""
 import numpy as np
 import torch
 
-from mha_ref.checks import (
+from mha_ref.guards.arrays import (
     alibi_inputs,
     causal_shape,
     integer,
@@ -21,7 +21,7 @@ from mha_ref.checks import (
     sinks_shape,
     softcap_value,
 )
-from mha_ref.checks_torch import float_tensors, mask_tensor
+from mha_ref.guards.tensors import float_tensors, mask_tensor
 
 
 def window_from_hugging_face(window, library, libraries):

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from mha_ref.checks import array_of, finite, not_a_tensor
+from mha_ref.guards.arrays import array_of, finite, not_a_tensor
 
 
 def embed(token_ids, table):

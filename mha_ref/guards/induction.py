@@ -1,7 +1,7 @@
 """The doors of induction.py: one guard per public function, same name
 (the constructor's: attention_only)."""
 
-from mha_ref.checks import integer, is_tensor, positive_integer
+from mha_ref.guards.arrays import integer, is_tensor, positive_integer
 
 WEIGHTS = ("wq", "wk", "wv", "wo")  # each layer's, as to_arrays names them
 

@@ -6,9 +6,14 @@ cache as it was.
 
 import numpy as np
 
-from mha_ref.checks import finite, is_tensor, model_input, rope_self_attention
-from mha_ref.checks_torch import float_tensors, model_tensors
+from mha_ref.guards.arrays import (
+    finite,
+    is_tensor,
+    model_input,
+    rope_self_attention,
+)
 from mha_ref.guards.chunks import chunked_input, rolling_window
+from mha_ref.guards.tensors import float_tensors, model_tensors
 
 
 def _new_queries(values, n_new):

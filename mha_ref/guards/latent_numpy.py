@@ -4,7 +4,7 @@ forward). latent_torch's doors refuse the same inputs."""
 
 import numpy as np
 
-from mha_ref.checks import (
+from mha_ref.guards.arrays import (
     array_of,
     float_arrays,
     mask_array,

@@ -6,7 +6,7 @@ latent_cache_extended). latent_numpy's doors refuse the same inputs."""
 import math
 import sys
 
-from mha_ref.checks import (
+from mha_ref.guards.arrays import (
     array_of,
     cuda_device,
     is_tensor,
@@ -14,7 +14,6 @@ from mha_ref.checks import (
     real_number,
     rope_positions,
 )
-from mha_ref.checks_torch import float_tensors, mask_tensor, model_tensors
 from mha_ref.guards.chunks import chunk_lengths
 from mha_ref.guards.shapes import (
     SHAPE_NAMES,
@@ -22,6 +21,7 @@ from mha_ref.guards.shapes import (
     rms_norm_inputs,
     state_dict_shapes,
 )
+from mha_ref.guards.tensors import float_tensors, mask_tensor, model_tensors
 
 
 def rms_norm(d, eps, device=None, cuda=False):

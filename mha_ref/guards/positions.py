@@ -4,7 +4,7 @@ temperature)."""
 
 import numpy as np
 
-from mha_ref.checks import finite, is_tensor, real_number, rope_base
+from mha_ref.guards.arrays import finite, is_tensor, real_number, rope_base
 from mha_ref.guards.values import count, even_size, integers
 
 ROPE_TYPES = ("default", "linear", "dynamic", "yarn", "llama3", "longrope")

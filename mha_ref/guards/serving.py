@@ -6,14 +6,14 @@ changes, so a refused call leaves a PagedKVCache as it was.
 import numpy as np
 import torch
 
-from mha_ref.checks import (
+from mha_ref.guards.arrays import (
     grouped_scores_shape,
     is_tensor,
     positive_integer,
     rule_int,
     score_scale,
 )
-from mha_ref.checks_torch import as_index, float_tensors, is_tensor_scalar
+from mha_ref.guards.tensors import as_index, float_tensors, is_tensor_scalar
 
 
 def paged_kv_cache(num_blocks, block_size, n_kv_heads, d_head, dtype):

@@ -4,8 +4,8 @@ and eps (latent_numpy.py and latent_torch.py refuse the same inputs)."""
 
 import numpy as np
 
-from mha_ref.checks import cuda_device, positive_integer, real_number
-from mha_ref.checks import rope_base as rope_base_value
+from mha_ref.guards.arrays import cuda_device, positive_integer, real_number
+from mha_ref.guards.arrays import rope_base as rope_base_value
 
 SHAPE_NAMES = (
     "kv_lora_rank",

@@ -3,7 +3,7 @@ count, an array of integers."""
 
 import numpy as np
 
-from mha_ref.checks import integer, is_tensor
+from mha_ref.guards.arrays import integer, is_tensor
 
 
 def count(value, name, least=0):

@@ -552,62 +552,6 @@ def backward(request):
     return backward_functions()[request.param]
 
 
-def test_backward_rejects_mismatched_dout(backward):
-    q, k, v = qkv(4, 6)
-    dout = draw((B, H, 4, DV + 1), 1)
-    with pytest.raises(
-        ValueError,
-        match=r"dout of shape \(2, 3, 4, 6\) "
-        r"must match .* \(2, 3, 4, 5\)",
-    ):
-        backward(q, k, v, dout)
-
-
-def test_backward_rejects_a_fully_masked_row(backward):
-    q, k, v = qkv(5, 6)
-    mask = np.zeros((5, 6), dtype=bool)
-    mask[3] = True  # query row 3 may see no key
-    with pytest.raises(ValueError, match=r"index \(0, 0, 3\).*every key"):
-        backward(q, k, v, draw((B, H, 5, DV), 1), mask)
-
-
-def test_backward_rejects_nan(backward):
-    q, k, v = qkv(4, 6)
-    dout = draw((B, H, 4, DV), 1)
-    dout[1, 2, 3, 0] = np.nan
-    with pytest.raises(
-        ValueError,
-        match=r"dout of shape \(2, 3, 4, 5\) "
-        r"holds nan at index \(1, 2, 3, 0\)",
-    ):
-        backward(q, k, v, dout)
-    q[0, 1, 2, 3] = np.nan
-    with pytest.raises(
-        ValueError,
-        match=r"q of shape .* index "
-        r"\(0, 1, 2, 3\)",
-    ):
-        backward(q, k, v, dout)
-
-
-def test_mha_backward_rejects_bad_input():
-    layer = numpy_ref.MultiHeadAttention(8, 2)
-    x = draw((1, 4, 8), 0)
-    with pytest.raises(
-        ValueError,
-        match=r"dy of shape \(1, 3, 8\) must "
-        r"match .* \(1, 4, 8\)",
-    ):
-        layer.backward(x, draw((1, 3, 8), 1))
-    dy = draw((1, 4, 8), 1)
-    dy[0, 2, 5] = np.nan
-    with pytest.raises(ValueError, match=r"dy .* index \(0, 2, 5\)"):
-        layer.backward(x, dy)
-    rope = numpy_ref.MultiHeadAttention(8, 2, rope=True)
-    with pytest.raises(ValueError, match="self-attention only"):
-        rope.backward(x, draw((1, 4, 8), 1), context=x)
-
-
 def test_linear_backward_matches_autograd():
     x, weight, dy = draw((2, 3, 4), 0), draw((4, 5), 1), draw((2, 3, 5), 2)
     tx, tw = t(x).requires_grad_(), t(weight).requires_grad_()
@@ -616,25 +560,6 @@ def test_linear_backward_matches_autograd():
     dw, db, dx = numpy_ref.linear_backward(x, weight, dy)
     for got, expected in ((dw, tw), (db, tb), (dx, tx)):
         np.testing.assert_allclose(got, expected.grad.numpy(), atol=ATOL)
-
-
-@pytest.mark.parametrize(
-    ("x_shape", "w_shape", "dy_shape", "message"),
-    [
-        # the same number of rows, another leading shape: a wrong dW
-        ((2, 3, 4), (4, 5), (3, 2, 5), r"dy of shape \(3, 2, 5\) must "),
-        ((2, 3, 4), (4, 5), (2, 3, 6), r"\(2, 3, 6\) must match .*5\)"),
-        ((2, 3, 4), (3, 5), (2, 3, 5), r"x \(2, 3, 4\) and weight \(3, 5\)"),
-        ((2, 3, 4), (4,), (2, 3), r"weight \(4,\) do not fit y = x W"),
-    ],
-)
-def test_linear_backward_rejects_a_mismatched_upstream(
-    x_shape, w_shape, dy_shape, message
-):
-    with pytest.raises(ValueError, match=message):
-        numpy_ref.linear_backward(
-            draw(x_shape, 0), draw(w_shape, 1), draw(dy_shape, 2)
-        )
 
 
 def test_mha_backward_of_an_empty_batch_is_empty():
@@ -775,21 +700,6 @@ def test_numpy_backward_takes_lists_as_the_forward_does(
     assert_grads_close(got, reference)
 
 
-def test_mha_backward_takes_lists_and_names_nan_in_x():
-    layer = numpy_ref.MultiHeadAttention(8, 2, bias=True, seed=1)
-    x, dy = draw((2, 4, 8), 0), draw((2, 4, 8), 1)
-    expected = layer.backward(x, dy)
-    got = layer.backward(x.tolist(), dy.tolist())
-    for name in expected:
-        np.testing.assert_array_equal(got[name], expected[name])
-    x[1, 2, 3] = np.nan
-    with pytest.raises(
-        ValueError,
-        match=r"x of shape \(2, 4, 8\) holds nan at index \(1, 2, 3\)",
-    ):
-        layer.backward(x, dy)
-
-
 @pytest.mark.parametrize(
     "fn",
     [
@@ -822,24 +732,6 @@ def test_torch_backward_takes_dout_of_another_float_dtype(
         assert g.dtype == s.dtype == q_dtype  # the forward's output dtype
     tol = atol(q_dtype) * 4  # |grad| up to ~2
     assert_grads_close(got, expected, tol=tol)
-
-
-@pytest.mark.parametrize(
-    "fn",
-    [
-        torch_ref.attention_backward,
-        tiled.tiled_attention_backward_torch,
-    ],
-    ids=["torch_ref", "tiled_torch"],
-)
-def test_torch_backward_refuses_a_foreign_dout_naming_it(fn, qkv_dout):
-    q, k, v, dout = qkv_dout
-    with pytest.raises(TypeError, match=r"dout must be a torch.Tensor"):
-        fn(t(q), t(k), t(v), dout)
-    with pytest.raises(TypeError, match=r"dout has dtype torch.int64"):
-        fn(t(q), t(k), t(v), t(dout).long())
-    with pytest.raises(ValueError, match=r"dout of shape \(2, 3, 4, 4\)"):
-        fn(t(q), t(k), t(v), t(dout)[..., :4])
 
 
 # empty_rows="zero": a row with no allowed key gets no gradient, as SDPA

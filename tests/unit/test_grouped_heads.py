@@ -170,41 +170,12 @@ def test_mha_multi_query_equals_one_shared_head_by_hand():
     torch.testing.assert_close(y, module.wo(module.merge_heads(out)), **TOL64)
 
 
-@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
-@pytest.mark.parametrize(
-    ("h_k", "h_v", "words"),
-    [
-        (4, 4, "H=6 heads and k, v have H_kv=4"),
-        (2, 3, "same number of heads"),
-        (4, 2, "same number of heads"),
-        (12, 12, "batch dims .* do not broadcast"),  # more heads than q
-    ],
-)
-def test_attention_bad_kv_heads_raise_naming_both(ref, h_k, h_v, words):
-    q = randn(1, 6, 3, 4, seed=1)
-    k, v = randn(1, h_k, 3, 4, seed=2), randn(1, h_v, 3, 4, seed=3)
-    if ref is numpy_ref:
-        q, k, v = q.numpy(), k.numpy(), v.numpy()
-    with pytest.raises(ValueError, match=words):
-        ref.attention(q, k, v)
+def test_kv_group_counts_the_query_heads_of_each_key_value_head():
+    from mha_ref.numpy_ref import kv_group
+    from mha_ref.torch_ref import kv_group as torch_kv_group
 
-
-@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
-@pytest.mark.parametrize(
-    ("n_kv_head", "error", "words"),
-    [
-        (4, ValueError, "n_head=6 is not a multiple of n_kv_head=4"),
-        (0, ValueError, "n_kv_head must be positive"),
-        (2.0, TypeError, "n_kv_head must be an int"),
-    ],
-)
-def test_mha_bad_n_kv_head_raises(ref, n_kv_head, error, words):
-    with pytest.raises(error, match=words):
-        ref.MultiHeadAttention(12, 6, n_kv_head=n_kv_head)
-
-
-@pytest.mark.parametrize(("n_kv_head", "rope"), [(2, False), (6, True)])
-def test_library_version_refuses_what_it_cannot_express(n_kv_head, rope):
-    module = random_gqa_module(n_kv_head, rope=rope)
-    with pytest.raises(ValueError, match=r"nn\.MultiheadAttention has"):
-        torch_ref.library_version(module)
+    for group in (kv_group, torch_kv_group):
+        assert group((2, 6, 5, 4), (2, 2, 5, 4)) == 3  # GQA: 6 / 2
+        assert group((2, 6, 5, 4), (2, 6, 5, 4)) == 1  # the same heads
+        assert group((2, 6, 5, 4), (2, 1, 5, 4)) == 1  # one broadcasts
+        assert group((5, 4), (5, 4)) == 1  # no heads axis

@@ -3175,6 +3175,7 @@ CASES |= {
 # they have no float64 value to compare (a guard, a training loop, a
 # memory measurement, a deliberately wrong pitfall)
 ELSEWHERE = {
+    "numpy_ref.kv_group": "shapes only: test_grouped_heads.py",
     "conventions.sliding_window_mod": "FlexAttention: test_masks_flex.py",
     "conventions.chunked_mod": "FlexAttention: test_masks_flex.py",
     "conventions.prefix_lm_mod": "FlexAttention: test_masks_flex.py",

@@ -165,38 +165,6 @@ def test_mha_rope_output_is_invariant_to_a_common_shift():
     assert (swapped - at_zero).abs().max() > 1e-3
 
 
-@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
-def test_apply_rope_odd_head_size_raises(ref):
-    x = np.zeros((3, 5)) if ref is numpy_ref else torch.zeros(3, 5)
-    with pytest.raises(ValueError, match="even head size, got d_head=5"):
-        ref.apply_rope(x, [0, 1, 2])
-
-
-@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
-@pytest.mark.parametrize("positions", [[0, 1], [[0, 1, 2]]])
-def test_apply_rope_positions_must_be_one_per_row(ref, positions):
-    x = np.zeros((3, 4)) if ref is numpy_ref else torch.zeros(3, 4)
-    with pytest.raises(ValueError, match=r"shape \(T,\) = \(3,\)"):
-        ref.apply_rope(x, positions)
-
-
-@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
-def test_mha_rope_odd_head_size_raises_at_init(ref):
-    with pytest.raises(ValueError, match="d_head=3"):
-        ref.MultiHeadAttention(6, 2, rope=True)
-
-
-def test_mha_rope_refuses_cross_attention():
-    module = random_rope_module(n_kv_head=2)
-    twin = numpy_ref.MultiHeadAttention.from_torch(module)
-    x = torch.zeros(1, 3, 16, dtype=torch.float64)
-    context = torch.zeros(1, 4, 16, dtype=torch.float64)
-    with pytest.raises(ValueError, match="self-attention only"):
-        module(x, context=context)
-    with pytest.raises(ValueError, match="self-attention only"):
-        twin(x.numpy(), context=context.numpy())
-
-
 # positions and inputs at the edges (issue 28)
 
 
@@ -213,14 +181,6 @@ def test_apply_rope_takes_fractional_positions(ref, rng):
     np.testing.assert_allclose(
         np.asarray(got), rotate_pairs_by_hand(x, positions), **TOL64
     )
-
-
-@pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
-@pytest.mark.parametrize("bad", [np.nan, np.inf])
-def test_apply_rope_rejects_non_finite_positions(ref, bad):
-    x = in_framework(ref, np.zeros((2, 4)))
-    with pytest.raises(ValueError, match=rf"positions .* holds {bad} at"):
-        ref.apply_rope(x, in_framework(ref, np.array([0.0, bad])))
 
 
 @pytest.mark.parametrize("ref", [numpy_ref, torch_ref])
@@ -243,13 +203,6 @@ def test_apply_rope_int_and_bool_inputs_compute_in_float(ref, dtype):
     expected = rotate_pairs_by_hand(x.astype(np.float64), [0, 1])
     assert np.asarray(got).dtype.kind == "f"
     np.testing.assert_allclose(np.asarray(got), expected, atol=1e-4, rtol=0)
-
-
-def test_apply_rope_refuses_the_other_frameworks_array():
-    with pytest.raises(TypeError, match=r"x must be a torch\.Tensor, got nd"):
-        torch_ref.apply_rope(np.zeros((2, 4)), [0, 1])
-    with pytest.raises(TypeError, match=r"x is a torch\.Tensor .* NumPy"):
-        numpy_ref.apply_rope(torch.zeros(2, 4), [0, 1])
 
 
 # positions of any integer dtype, angles in float64, a positive base
@@ -317,51 +270,6 @@ def test_mha_backward_rope_positions_of_any_integer_dtype(dtype):
     np.testing.assert_allclose(y_torch.numpy(), y_ref, rtol=0, atol=ATOL64)
 
 
-@pytest.mark.parametrize(
-    "entry",
-    [
-        "numpy.apply_rope",
-        "torch.apply_rope",
-        "numpy.forward",
-        "numpy.backward",
-        "torch.forward",
-    ],
-)
-def test_rope_bool_positions_are_refused_by_every_entry_point(entry):
-    module = random_rope_module(n_kv_head=2)
-    twin = numpy_ref.MultiHeadAttention.from_torch(module)
-    x = draw((1, 3, 16), 0)
-    positions = np.array([True, False, True])
-    run = {
-        "numpy.apply_rope": lambda: numpy_ref.apply_rope(x[0], positions),
-        "torch.apply_rope": lambda: torch_ref.apply_rope(
-            torch.from_numpy(x[0]), torch.from_numpy(positions)
-        ),
-        "numpy.forward": lambda: twin(x, positions=positions),
-        "numpy.backward": lambda: twin.backward(x, x, positions=positions),
-        "torch.forward": lambda: module(
-            torch.from_numpy(x), positions=torch.from_numpy(positions)
-        ),
-    }[entry]
-    with pytest.raises(
-        TypeError,
-        match=r"positions must hold integers \(or real numbers\), one "
-        r"position per row, got dtype (torch\.)?bool",
-    ):
-        run()
-
-
-@pytest.mark.parametrize("ref", [numpy_ref, torch_ref], ids=["numpy", "torch"])
-def test_apply_rope_refuses_nan_positions_naming_them(ref):
-    x = np.ones((3, 4)) if ref is numpy_ref else torch.ones(3, 4)
-    positions = in_framework(ref, np.array([0.0, np.nan, 2.0]))
-    with pytest.raises(
-        ValueError,
-        match=r"positions of shape \(3,\) holds nan at index \(1,\)",
-    ):
-        ref.apply_rope(x, positions)
-
-
 def test_apply_rope_torch_integer_input_rotates_in_float():
     # [4, 5, 6, 7] at position 1: cos and sin must not become integers
     x = [[4, 5, 6, 7]]
@@ -404,30 +312,3 @@ def test_mha_rope_float32_at_128k_matches_float64_and_the_numpy_twin():
     tol = {"rtol": 0, "atol": atol("float32")}
     np.testing.assert_allclose(y.double().numpy(), y64.numpy(), **tol)
     np.testing.assert_allclose(y.numpy(), y_np, **tol)
-
-
-@pytest.mark.parametrize("bad", [0, -10000.0, float("nan"), float("inf")])
-@pytest.mark.parametrize(
-    "make",
-    [
-        lambda base: numpy_ref.MultiHeadAttention(
-            8, 2, rope=True, rope_base=base
-        ),
-        lambda base: torch_ref.MultiHeadAttention(
-            8, 2, rope=True, rope_base=base
-        ),
-    ],
-    ids=["numpy", "torch"],
-)
-def test_mha_rope_base_must_be_positive_naming_it(make, bad):
-    with pytest.raises(ValueError, match=r"rope_base must be positive"):
-        make(bad)
-    with pytest.raises(TypeError, match=r"rope_base must be a real number"):
-        make("10000")
-
-
-@pytest.mark.parametrize("ref", [numpy_ref, torch_ref], ids=["numpy", "torch"])
-def test_apply_rope_base_must_be_positive_naming_it(ref):
-    x = np.ones((2, 4)) if ref is numpy_ref else torch.ones(2, 4)
-    with pytest.raises(ValueError, match=r"base must be positive.* got -1"):
-        ref.apply_rope(x, [0, 1], base=-1)

@@ -254,46 +254,6 @@ def test_tiles_computed_of_a_window_grows_linearly_with_length():
     assert [n for _, n in counts] == [64, 256, 1024]
 
 
-def test_tiled_mask_rule_refuses_what_is_not_a_rule(ref):
-    q, k, v, _ = inputs(tq=4, tk=4, lead=(1,))
-    with pytest.raises(TypeError, match="mask_rule must be a function"):
-        run(ref, q, k, v, mask_rule=np.zeros((4, 4), bool))
-    with pytest.raises(TypeError, match="mask_rule must return a boolean"):
-        run(ref, q, k, v, mask_rule=lambda a, b: np.zeros((4, 4)))
-    with pytest.raises(ValueError, match=r"mask_rule returned shape \(3,"):
-        run(ref, q, k, v, mask_rule=lambda a, b: np.zeros((3, 3), bool))
-
-
-def test_tiled_mask_rule_row_with_no_key_is_refused_or_zero(ref):
-    # queries before every key: the rule empties those rows
-    q, k, v, _ = inputs(tq=3, tk=6, lead=(1,))
-    rule = rules(ref)["sliding_window"]
-    kw = {
-        "mask_rule": rule,
-        "query_positions": np.array([0, 1, 12]),
-        "key_positions": np.arange(6),
-        "block_q": 2,
-        "block_k": 2,
-    }
-    with pytest.raises(ValueError, match=r"query row at index \(0, 2\) has"):
-        run(ref, q, k, v, **kw)
-    got = run(ref, q, k, v, empty_rows="zero", **kw)
-    dense = rules(numpy_ref)["sliding_window"](np.array([0, 1, 12]), range(6))
-    want, _ = numpy_ref.attention(q, k, v, dense, empty_rows="zero")
-    np.testing.assert_allclose(got, want, **TOL)
-    assert not got[0, 2].any()
-
-
-def test_tiles_computed_refuses_bad_inputs():
-    rule = functools.partial(numpy_ref.chunked_mask, chunk=2)
-    with pytest.raises(TypeError, match="mask_rule must be a function"):
-        tiled.tiles_computed(None, range(4), range(4))
-    with pytest.raises(ValueError, match="block_q must be at least 1"):
-        tiled.tiles_computed(rule, range(4), range(4), block_q=0)
-    with pytest.raises(ValueError, match="query_positions must be 1-D"):
-        tiled.tiles_computed(rule, np.zeros((2, 2), int), range(4))
-
-
 def test_tiled_mask_rule_of_the_other_mirror_gives_the_same(ref):
     # a NumPy rule in the torch pass and a torch rule in the NumPy pass
     other = torch_ref if ref is numpy_ref else numpy_ref
@@ -304,55 +264,6 @@ def test_tiled_mask_rule_of_the_other_mirror_gives_the_same(ref):
     )
     got = run(ref, q, k, v, mask_rule=rules(other)["chunked"], block_q=7)
     np.testing.assert_allclose(got, want, **TOL)
-
-
-@pytest.mark.parametrize(
-    ("broken", "error", "words"),
-    [
-        (lambda q, k: 0, TypeError, "must return a boolean mask"),
-        (
-            lambda q, k: np.zeros((len(q), len(k)), dtype=np.int64),
-            TypeError,
-            "must return a boolean mask",
-        ),
-        (
-            lambda q, k: np.zeros((len(q) + 1, len(k)), dtype=bool),
-            ValueError,
-            "must broadcast to the tile",
-        ),
-    ],
-)
-def test_tiles_computed_checks_what_the_rule_returns(broken, error, words):
-    # the count took any answer: 0.all() raised AttributeError, and an
-    # int or misfit mask was counted as if it were the tile's
-    with pytest.raises(error, match=words):
-        tiled.tiles_computed(broken, range(4), range(4), 2, 2)
-
-
-def test_tiled_rule_with_more_queries_than_keys_names_query_positions(ref):
-    # the default positions Tk - Tq .. Tk - 1 start at -2: the rule's
-    # guard named "query_positions = -2", which the caller never passed
-    q, k, v, _ = inputs(tq=4, tk=2)
-    rule = rules(ref)["sliding_window"]
-    with pytest.raises(ValueError, match=r"Tq = 4 of the Tk = 2 .* at -2"):
-        run(ref, q, k, v, mask_rule=rule)
-    # with positions given, it is the dense pass under the rule's mask
-    q_pos, k_pos = np.array([0, 1, 2, 3]), np.array([1, 2])
-    got = run(
-        ref,
-        q,
-        k,
-        v,
-        mask_rule=rule,
-        query_positions=iter(q_pos),
-        key_positions=k_pos,
-        block_q=3,
-        block_k=1,
-        empty_rows="zero",
-    )
-    blocked = numpy_ref.sliding_window_mask(q_pos, k_pos, window=5)
-    want, _ = numpy_ref.attention(q, k, v, blocked, empty_rows="zero")
-    np.testing.assert_allclose(got, want, **TOL)  # row 0 has no key: 0
 
 
 def test_tiled_backward_reads_iterator_positions_once(ref):
