@@ -29,11 +29,8 @@ from mha_ref.guards import conventions as check
 def apply_rope_interleaved(x, positions, base=10000.0, rotary_dim=None):
     """RoPE on adjacent pairs (2i, 2i + 1): Meta's Llama code, RoFormer.
 
-    x (..., T, d_head) at ``positions`` (T,). Pair i turns by the same
-    angle as in torch_ref.apply_rope, position * base ** (-2 i / d_head),
-    but pair i is features 2i and 2i + 1, not i and i + d_head / 2.
-    rotary_dim r: only the first r features turn, at base ** (-2 i / r),
-    the rest pass through (GLM's partial rotary).
+    x (..., T, d_head) at ``positions`` (T,), apply_rope's angles. With
+    rotary_dim r only the first r features turn, the rest pass through.
     """
     x, positions, r = check.apply_rope_interleaved(
         x, positions, base, rotary_dim
@@ -56,18 +53,12 @@ def apply_rope_interleaved(x, positions, base=10000.0, rotary_dim=None):
 
 # --8<-- [start:rope-permutation]
 def interleaved_to_rotate_half(weight, n_head, rotary_dim=None):
-    """W_Q or W_K of an interleaved-RoPE checkpoint, for rotate-half RoPE.
+    """W_Q or W_K (or a bias) of an interleaved-RoPE checkpoint, for
+    rotate-half RoPE: in each head, row 2i to slot i, row 2i + 1 to
+    slot i + r / 2 (r = rotary_dim or d_head; later rows stay).
 
-    weight (n_head * d_head, d_model), nn.Linear's (out, in), or its
-    bias (n_head * d_head,); for W_K, n_head is the number of key/value
-    heads. Within each head, row 2i moves to slot i and row 2i + 1 to
-    slot i + r / 2: the pair rotate-half turns together. r is the
-    rotated slice, rotary_dim (partial rotary: GLM) or d_head; the rows
-    after it stay where they are. This is permute() in
-    convert_llama_weights_to_hf.py of the transformers repository (not
-    shipped in its wheel), and the layout transformers' DeepSeek-V3
-    turns interleaved features into.
-    A torch tensor or a NumPy array; the result is of the same kind.
+    weight (n_head * d_head, ...), nn.Linear's (out, in); for W_K,
+    n_head counts the key/value heads. Torch or NumPy, kept as given.
     """
     check.interleaved_to_rotate_half(weight.shape, n_head, rotary_dim)
     d_head = weight.shape[0] // n_head
@@ -87,11 +78,8 @@ QK_PARTS = ("q_proj", "k_proj", "q_norm", "k_norm")  # transformers' names
 def checkpoint_to_rotate_half(state, d_head, rotary_dim=None):
     """An attention layer's weights, from interleaved to rotate-half RoPE.
 
-    state: name -> tensor, with transformers' module names. Every tensor
-    of q_proj or k_proj (weight and bias: Qwen2's biases) or of q_norm
-    or k_norm (QK-norm weights: Qwen3's, (d_head,), shared by the
-    heads) indexes query or key features: each gets the same reorder
-    of the rows of each head. The others (v_proj, o_proj) stay.
+    state: name -> tensor, by transformers' module names. Each tensor of
+    q_proj, k_proj (biases too), q_norm, k_norm is reordered per head.
     """
     check.checkpoint_to_rotate_half(state, d_head)
     out = dict(state)
@@ -250,17 +238,10 @@ WINDOWS = ("hugging_face", "flash_attn", "attention_gym", "jax", "jax_cudnn")
 
 
 def window_from_hugging_face(window, library):
-    """A sliding window of Hugging Face's size W in another library's terms.
-
-    transformers' sliding_window W (its Mistral port's too, and ours):
-    a query sees itself and the W - 1 keys before it, kv > q - W.
-    flash-attn's window_size=(left, right) and JAX's local_window_size
-    count the keys besides the query itself: (W - 1, 0) with causal.
-    JAX's cuDNN path hands cuDNN sliding_window_length = left + 1,
-    the query included: W again.
-    attention-gym's sliding window is q - kv <= W with causal: W - 1.
-    (Mistral's reference prefill mask, q - kv <= sliding_window, is
-    counted as attention-gym's; its decoding cache holds W keys.)
+    """Hugging Face's window W (the query and W - 1 keys before it) in
+    another library's terms: (W - 1, 0) for flash-attn and JAX, which
+    count the keys before the query; W - 1 for attention-gym; W for
+    JAX's cuDNN path, which counts the query too.
     """
     check.window_from_hugging_face(window, library, WINDOWS)
     if library in ("flash_attn", "jax"):
@@ -325,15 +306,9 @@ def alibi_bias_symmetric(slopes, query_positions, key_positions):
 def learned_sink_as_key(k, v, sinks):
     """A learned sink logit as one more key: score eta_h, value 0.
 
-    k (B, H, Tk, d), v (B, H, Tk, dv), sinks (H,) = eta. Returns k and v
-    with a zero key and a zero value appended, and the bias
-    (H, 1, Tk + 1) that gives that key the score eta_h (its q . k is 0
-    under any scale or soft-cap). With a mask (..., Tq, Tk), append one
-    column of False (the sink is never blocked); then attention(q, k',
-    v', mask', bias=b') equals attention(q, k, v, mask, sinks=sinks).
-    Real sink tokens (StreamingLLM's first tokens) are scored per query
-    and carry values; this key gives every query the same score and
-    returns nothing. StreamingLLM's "zero sink" is sinks = 0.
+    k (B, H, Tk, d), v (B, H, Tk, dv), sinks (H,). Returns k, v with a
+    zero key and value appended, and the bias (H, 1, Tk + 1) that
+    scores that key eta_h. Give a mask one more column of False.
     """
     check.learned_sink_as_key(k, v, sinks)  # one sink per head
     zero_k = k.new_zeros(*k.shape[:-2], 1, k.shape[-1])  # (B, H, 1, d)
@@ -346,12 +321,9 @@ def learned_sink_as_key(k, v, sinks):
 
 # --8<-- [start:softcap-after-mask]
 def mask_then_softcap(scores, mask, softcap):
-    """The weights of the wrong order: the mask's -inf, then the cap.
-
-    cap tanh(-inf / cap) = -cap: a masked key keeps the finite score
-    -cap and so a weight of exp(-cap - max) / Z > 0, max the row's
-    largest score after the cap. Gemma 2 caps first, then masks (as
-    attention does), and the masked weight is 0.
+    """The weights of the wrong order: the mask's -inf, then the cap,
+    so a masked key keeps the score cap * tanh(-inf) = -cap and a
+    weight > 0. Gemma 2 caps first (as attention does): weight 0.
     """
     mask = check.mask_then_softcap(scores, mask, softcap)
     filled = scores.masked_fill(mask, float("-inf"))  # mask first

@@ -424,6 +424,20 @@ hf_dynamic, _ = rope_frequencies(
     seq_len=DYN_T,
 )
 vllm_dynamic = vllm_dynamic_inv_freq(DYN_HEAD, 1e4, DYN_FACTOR, DYN_L)
+unscaled = 1e4 ** (-np.arange(0, DYN_HEAD, 2) / DYN_HEAD)  # (d / 2,)
+
+
+def hf_dynamic_at(t):
+    """transformers' dynamic frequencies at t tokens (ours, tested)."""
+    scaling = {
+        "rope_type": "dynamic",
+        "factor": DYN_FACTOR,
+        "original_max_position_embeddings": DYN_L,
+    }
+    return rope_frequencies(DYN_HEAD, 1e4, scaling, seq_len=t)[0]
+
+
+DYN_AGREE, DYN_LONG = int(DYN_FACTOR * DYN_L), 32768
 glue.value(
     "dynamic_libraries",
     {
@@ -438,6 +452,13 @@ glue.value(
         ),
         # how many times slower vLLM's slowest pair turns
         "slowest_slower": hf_dynamic[-1] / vllm_dynamic[-1],
+        "vllm_slower": unscaled[-1] / vllm_dynamic[-1],
+        # the one length where both give the same frequencies
+        "agree_t": DYN_AGREE,
+        "agree": bool(np.allclose(hf_dynamic_at(DYN_AGREE), vllm_dynamic)),
+        # transformers' slowest pair at a long length
+        "long_t": DYN_LONG,
+        "hf_slower_long": unscaled[-1] / hf_dynamic_at(DYN_LONG)[-1],
     },
 )
 
@@ -1045,6 +1066,7 @@ alibi = glue.value(
         "slope_rule_head": head,  # counted from 0, as on every page
         "slope_ours": float(ours12[head]),
         "slope_gym": float(gym12[head]),
+        "slope_ratio": float(ours12[head] / gym12[head]),
         "rule_weights_diff": largest(
             alibi_weights(gym_bias), alibi_weights(ours_bias)
         ),
