@@ -293,6 +293,8 @@ def copy(tmp_path):
     shutil.copy(ROOT / "macros.py", root / "macros.py")
     shutil.copytree(ROOT / "overrides", root / "overrides")
     shutil.copytree(ROOT / "docs/assets", root / "docs/assets")
+    # the glossary every page appends (mkdocs.yml's snippets auto_append)
+    shutil.copytree(ROOT / "docs/includes", root / "docs/includes")
     (root / "docs/index.md").write_text("# Tiny\n")
     return root
 
