@@ -605,8 +605,8 @@ glue.table(
         "Mistral-shaped full, GiB",
         "rolling, GiB",
         *(
-            f"{model} pattern ({n}:1), share of full"
-            for model, (n, _) in zip(("Gemma 2", "Gemma 3"), mixed.values())
+            f"{model} pattern ({mixed[key][0]}:1), share of full"
+            for key, model in (("gemma2", "Gemma 2"), ("gemma3", "Gemma 3"))
         ),
     ],
     [  # four decimals in every cell: 0.9999 is not rounded to 1
