@@ -450,6 +450,7 @@ def position_pairs(query_positions, key_positions):
     # --8<-- [end:position-pairs]
 
 
+# --8<-- [start:pairs]
 def _pairs(q, k):
     # int64 positions, checked, set against each other
     if q.ndim == k.ndim == 1:
@@ -458,6 +459,7 @@ def _pairs(q, k):
     q = q.reshape(b_q, 1, q.shape[-1], 1)  # (B, 1, Tq, 1)
     k = k.reshape(b_k, 1, 1, k.shape[-1])  # (B, 1, 1, Tk)
     return q, k
+    # --8<-- [end:pairs]
 
 
 # --8<-- [start:sliding-window-mask]
