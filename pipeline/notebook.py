@@ -17,6 +17,7 @@
    with ``glue`` (scripts/glue.py).
 """
 
+import re
 from pathlib import Path
 
 from pipeline import config
@@ -107,8 +108,22 @@ def compose(root, name, recipe):
         )
     if recipe.get("script"):
         script = jupytext.read(root / recipe["script"], fmt="py:percent")
+        for cell in script.cells:  # a page may show a section of its
+            # script: the markers are the page's, not the reader's
+            if cell.cell_type == "code":
+                cell.source = _without_markers(cell.source)
         cells.extend(script.cells)
     return v4.new_notebook(cells=cells)
+
+
+SECTION_MARKER = re.compile(r"^\s*# --8<-- \[(?:start|end):[-_0-9a-z]+\]\s*$")
+
+
+def _without_markers(source):
+    """A script cell's source without its section-marker lines."""
+    lines = source.split("\n")
+    kept = [line for line in lines if not SECTION_MARKER.match(line)]
+    return "\n".join(kept)
 
 
 def script_lines(root, recipe):
