@@ -755,7 +755,7 @@ def library_version(module):
         module.d_model,
         module.n_head,
         bias=has_bias,
-        batch_first=True,
+        batch_first=True,  # x (B, T, d_model); the default is (T, B, ...)
         device=weight.device,
         dtype=weight.dtype,
     )
