@@ -284,7 +284,7 @@ def attention_backward(
 ):
     """Gradients of attention(q, k, v, mask)'s output, given dout = dL/dO.
 
-    dout is (..., Tq, dv). Returns dq, dk, dv shaped as q, k and v, in
+    dout is (..., Tq, d_v). Returns dq, dk, dv shaped as q, k and v, in
     the forward's dtype, and dsinks (H,) as a fourth value when sinks
     is given. The weights A are recomputed from q and k, as the
     forward made them (with the same score modifiers); a row with no
@@ -292,7 +292,7 @@ def attention_backward(
     """
     q, k, v, dout, mask, bias, sinks = check.attention_backward(
         q, k, v, dout, mask, empty_rows, scale, softcap, bias, sinks
-    )  # as attention checks them; dout (..., Tq, dv) in q's dtype
+    )  # as attention checks them; dout (..., Tq, d_v) in q's dtype
     group = kv_group(q.shape, k.shape)  # G = H // H_kv
     if group > 1:  # grouped-query attention: H_kv < H heads in k and v
         k, v = repeat_kv_heads(k, group), repeat_kv_heads(v, group)
@@ -303,7 +303,7 @@ def attention_backward(
     weights = mod.softmax(scores)  # (..., Tq, Tk)
     # --8<-- [start:attention-backward-dv]
     # dV = A^T dO: each value collects the rows that read it
-    dv = np.swapaxes(weights, -2, -1) @ dout  # (..., Tk, dv)
+    dv = np.swapaxes(weights, -2, -1) @ dout  # (..., Tk, d_v)
     # --8<-- [end:attention-backward-dv]
     # --8<-- [start:attention-backward-da]
     # dA = dO V^T

@@ -587,8 +587,8 @@ def backward_tile_numpy(
 ):
     """One tile's shares of dq_i, dk_j and dv_j, from the saved L and D.
 
-    q_i (..., bq, d), k_j (..., bk, d), v_j (..., bk, dv), dout_i
-    (..., bq, dv); lse_i and delta_i (..., bq, 1); tile: blocked or None.
+    q_i (..., bq, d), k_j (..., bk, d), v_j (..., bk, d_v), dout_i
+    (..., bq, d_v); lse_i and delta_i (..., bq, 1); tile: blocked or None.
     scale, softcap and the tile's bias (..., bq, bk) as the forward's.
     """
     mod = numpy_ref.ScoreMod(scale, softcap, bias)  # the forward's
@@ -598,7 +598,7 @@ def backward_tile_numpy(
     # P_ij = exp(S_ij - L_i): the forward's weights, without a softmax
     p = np.exp(s - lse_i)  # (..., bq, bk); blocked keys give exactly 0
     # dV_j += P_ij^T dO_i
-    dv_j = np.swapaxes(p, -2, -1) @ dout_i  # (..., bk, dv)
+    dv_j = np.swapaxes(p, -2, -1) @ dout_i  # (..., bk, d_v)
     # dP_ij = dO_i V_j^T
     dp = dout_i @ np.swapaxes(v_j, -2, -1)  # (..., bq, bk)
     # dS_ij = P_ij * (dP_ij - D_i): D_i stands in for rowsum(dP * P)
@@ -636,7 +636,7 @@ def tiled_attention_backward_numpy(
 ):
     """dq, dk, dv of tiled_attention_numpy, one tile at a time.
 
-    Arguments as tiled_attention_numpy's, plus dout = dL/dO (..., Tq, dv).
+    Arguments as tiled_attention_numpy's, plus dout = dL/dO (..., Tq, d_v).
     The forward keeps only O and one log-sum-exp L per query row; every
     tile's weights are recomputed from L, so no (Tq, Tk) array exists.
     The gradients come back in the forward's dtype (at least float32),
@@ -656,7 +656,7 @@ def tiled_attention_backward_numpy(
         softcap,
         bias,
         sinks,
-    )  # as the forward's door, and dout (..., Tq, dv) in q's dtype
+    )  # as the forward's door, and dout (..., Tq, d_v) in q's dtype
     group = numpy_ref.kv_group(q.shape, k.shape)  # G = H // H_kv
     k, v, mask, q_pos, k_pos, rule, mod = _prepare_numpy(
         q,
@@ -670,7 +670,7 @@ def tiled_attention_backward_numpy(
         (scale, softcap, bias, sinks),
     )  # k, v with H heads; positions read once; bias -inf blocks
     # --8<-- [start:tiled-backward-saved-numpy]
-    # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
+    # the forward saves O (..., Tq, d_v) and L (..., Tq), nothing more
     out, lse = _tiled_numpy(
         q,
         k,
@@ -695,7 +695,7 @@ def tiled_attention_backward_numpy(
     # --8<-- [start:tiled-backward-loop-numpy]
     dq = np.zeros((*lead, tq, q.shape[-1]), out.dtype)  # (..., Tq, d)
     dk = np.zeros((*lead, tk, k.shape[-1]), out.dtype)  # (..., Tk, d)
-    dv = np.zeros((*lead, tk, v.shape[-1]), out.dtype)  # (..., Tk, dv)
+    dv = np.zeros((*lead, tk, v.shape[-1]), out.dtype)  # (..., Tk, d_v)
     for j in range(0, tk, block_k):  # each key block owns its dK_j, dV_j
         cols = slice(j, j + block_k)
         for i in range(0, tq, block_q):
@@ -719,7 +719,7 @@ def tiled_attention_backward_numpy(
             )
             dq[..., rows, :] += dq_i  # (..., bq, d)
             dk[..., cols, :] += dk_j  # (..., bk, d)
-            dv[..., cols, :] += dv_j  # (..., bk, dv)
+            dv[..., cols, :] += dv_j  # (..., bk, d_v)
     # --8<-- [end:tiled-backward-loop-numpy]
     # a batch dim that q, k or v shared (broadcast) sums its gradients
     dq, dk, dv = (
@@ -728,7 +728,7 @@ def tiled_attention_backward_numpy(
     )
     if group > 1:  # a key/value head served G query heads: add them up
         dk = numpy_ref.sum_kv_heads(dk, group)  # (..., H_kv, Tk, d)
-        dv = numpy_ref.sum_kv_heads(dv, group)  # (..., H_kv, Tk, dv)
+        dv = numpy_ref.sum_kv_heads(dv, group)  # (..., H_kv, Tk, d_v)
     if sinks is None:
         return dq, dk, dv
     # the sink's weight exp(s_h - L) per row; its dP is 0 (no value)
@@ -753,8 +753,8 @@ def backward_tile_torch(
 ):
     """One tile's shares of dq_i, dk_j and dv_j, from the saved L and D.
 
-    q_i (..., bq, d), k_j (..., bk, d), v_j (..., bk, dv), dout_i
-    (..., bq, dv); lse_i and delta_i (..., bq, 1); tile: blocked or None.
+    q_i (..., bq, d), k_j (..., bk, d), v_j (..., bk, d_v), dout_i
+    (..., bq, d_v); lse_i and delta_i (..., bq, 1); tile: blocked or None.
     scale, softcap and the tile's bias (..., bq, bk) as the forward's.
     """
     mod = torch_ref.ScoreMod(scale, softcap, bias)  # the forward's
@@ -764,7 +764,7 @@ def backward_tile_torch(
     # P_ij = exp(S_ij - L_i): the forward's weights, without a softmax
     p = torch.exp(s - lse_i)  # (..., bq, bk); blocked keys give exactly 0
     # dV_j += P_ij^T dO_i
-    dv_j = p.transpose(-2, -1) @ dout_i  # (..., bk, dv)
+    dv_j = p.transpose(-2, -1) @ dout_i  # (..., bk, d_v)
     # dP_ij = dO_i V_j^T
     dp = dout_i @ v_j.transpose(-2, -1)  # (..., bq, bk)
     # dS_ij = P_ij * (dP_ij - D_i): D_i stands in for rowsum(dP * P)
@@ -802,7 +802,7 @@ def tiled_attention_backward_torch(
 ):
     """dq, dk, dv of tiled_attention_torch, one tile at a time.
 
-    Arguments as tiled_attention_torch's, plus dout = dL/dO (..., Tq, dv).
+    Arguments as tiled_attention_torch's, plus dout = dL/dO (..., Tq, d_v).
     The forward keeps only O and one log-sum-exp L per query row; every
     tile's weights are recomputed from L, so no (Tq, Tk) tensor exists.
     Low-precision inputs compute in float32, cast once at the end; with
@@ -822,7 +822,7 @@ def tiled_attention_backward_torch(
         softcap,
         bias,
         sinks,
-    )  # as the forward's door, and dout (..., Tq, dv) on q's device
+    )  # as the forward's door, and dout (..., Tq, d_v) on q's device
     group = torch_ref.kv_group(q.shape, k.shape)  # G = H // H_kv
     # fp16 and bf16 compute in float32, as the forward; float64 stays
     dtype, acc = q.dtype, torch.promote_types(q.dtype, torch.float32)
@@ -839,7 +839,7 @@ def tiled_attention_backward_torch(
         (scale, softcap, bias, sinks),
     )  # k, v with H heads; positions read once; bias -inf blocks
     # --8<-- [start:tiled-backward-saved-torch]
-    # the forward saves O (..., Tq, dv) and L (..., Tq), nothing more
+    # the forward saves O (..., Tq, d_v) and L (..., Tq), nothing more
     out, lse = _tiled_torch(
         q,
         k,
@@ -867,7 +867,7 @@ def tiled_attention_backward_torch(
     kw = {"dtype": acc, "device": q.device}
     dq = torch.zeros((*lead, tq, q.shape[-1]), **kw)  # (..., Tq, d)
     dk = torch.zeros((*lead, tk, k.shape[-1]), **kw)  # (..., Tk, d)
-    dv = torch.zeros((*lead, tk, v.shape[-1]), **kw)  # (..., Tk, dv)
+    dv = torch.zeros((*lead, tk, v.shape[-1]), **kw)  # (..., Tk, d_v)
     for j in range(0, tk, block_k):  # each key block owns its dK_j, dV_j
         cols = slice(j, j + block_k)
         for i in range(0, tq, block_q):
@@ -891,7 +891,7 @@ def tiled_attention_backward_torch(
             )
             dq[..., rows, :] += dq_i  # (..., bq, d)
             dk[..., cols, :] += dk_j  # (..., bk, d)
-            dv[..., cols, :] += dv_j  # (..., bk, dv)
+            dv[..., cols, :] += dv_j  # (..., bk, d_v)
     # --8<-- [end:tiled-backward-loop-torch]
     # a batch dim that q, k or v shared (broadcast) sums its gradients
     dq, dk, dv = (
@@ -899,7 +899,7 @@ def tiled_attention_backward_torch(
     )
     if group > 1:  # a key/value head served G query heads: add them up
         dk = torch_ref.sum_kv_heads(dk, group)  # (..., H_kv, Tk, d)
-        dv = torch_ref.sum_kv_heads(dv, group)  # (..., H_kv, Tk, dv)
+        dv = torch_ref.sum_kv_heads(dv, group)  # (..., H_kv, Tk, d_v)
     grads = dq.to(dtype), dk.to(dtype), dv.to(dtype)  # cast once, at the end
     if sinks is None:
         return grads

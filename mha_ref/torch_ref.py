@@ -261,7 +261,7 @@ def attention_backward(
 ):
     """Gradients of attention(q, k, v, mask)'s output, given dout = dL/dO.
 
-    dout is (..., Tq, dv). Returns dq, dk, dv shaped as q, k and v, in
+    dout is (..., Tq, d_v). Returns dq, dk, dv shaped as q, k and v, in
     the forward's dtype, and dsinks (H,) in sinks' dtype as a fourth
     value when sinks is given. The weights A are recomputed from q and
     k, as the forward made them (with the same score modifiers); a row
@@ -269,7 +269,7 @@ def attention_backward(
     """
     mask = check.attention_backward(
         q, k, v, dout, mask, empty_rows, scale, softcap, bias, sinks
-    )  # as attention checks them; dout (..., Tq, dv) on q's device
+    )  # as attention checks them; dout (..., Tq, d_v) on q's device
     group = kv_group(q.shape, k.shape)  # G = H // H_kv
     # fp16 and bf16 compute in float32, as the forward; float64 stays
     dtype, wide = q.dtype, torch.promote_types(q.dtype, torch.float32)
@@ -284,7 +284,7 @@ def attention_backward(
     weights = mod.softmax(scores)  # (..., Tq, Tk)
     # --8<-- [start:attention-backward-dv]
     # dV = A^T dO: each value collects the rows that read it
-    dv = weights.transpose(-2, -1) @ dout  # (..., Tk, dv)
+    dv = weights.transpose(-2, -1) @ dout  # (..., Tk, d_v)
     # --8<-- [end:attention-backward-dv]
     # --8<-- [start:attention-backward-da]
     # dA = dO V^T
@@ -757,7 +757,7 @@ def library_version(module):
         module.d_model,
         module.n_head,
         bias=has_bias,
-        batch_first=True,
+        batch_first=True,  # x (B, T, d_model); the default is (T, B, ...)
         device=weight.device,
         dtype=weight.dtype,
     )

@@ -327,6 +327,34 @@ glue.table(
     table,
     "l" + "l" * (3 if cuda else 2) + "r" * len(MASKS) + "r",
 )
+# narrow enough for a phone: one row per path, device and dtype (in
+# one column, which wraps), its worst case over the masks and biases
+summary_table = [
+    [
+        " ".join([PAIR_LABELS[pair], *([device] if cuda else []), dtype]),
+        fmt(max(r["max_abs_diff"] for r in by_case), 2),
+        fmt(tolerance[dtype])
+        + (" ✓" if all(r["passed"] for r in by_case) else " ✗"),
+    ]
+    for pair, device, dtype in itertools.product(PAIRS, devices, DTYPES)
+    for by_case in [
+        [
+            r
+            for bias in (False, True)
+            for r in cases[pair, device, dtype, bias].values()
+        ]
+    ]
+]
+glue.table(
+    "parity-summary",
+    [
+        "path, device, dtype" if cuda else "path, dtype",
+        "worst",
+        "tol., pass",
+    ],
+    summary_table,
+    "lrr",
+)
 glue.table(
     "parity-low",
     ["path", "dtype", *columns],

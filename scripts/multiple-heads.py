@@ -94,21 +94,22 @@ y, _ = layer(x, mask)  # (B, T, d_model): one GEMM per projection
 dh = layer.d_head
 # --8<-- [start:heads-loop]
 outs = []
-# head h alone, with its own columns of Wq, Wk and Wv
-for h in range(n_head):
-    cols = slice(h * dh, (h + 1) * dh)
+# head i alone, with its own columns of Wq, Wk and Wv
+for i in range(n_head):
+    cols = slice(i * dh, (i + 1) * dh)
     q = x @ layer.Wq[:, cols]  # (B, T, dh)
     k = x @ layer.Wk[:, cols]
     v = x @ layer.Wv[:, cols]
+    # attention: dot_product_attention plus options of later pages
     out, _ = numpy_ref.attention(q, k, v, mask)  # (B, T, dh)
     outs.append(out)
 y_loop = np.concatenate(outs, axis=-1) @ layer.Wo  # (B, T, d_model)
 # --8<-- [end:heads-loop]
 # --8<-- [start:heads-sum]
-# head h times its own rows of Wo, added up: no concatenation
+# head i times its own rows of Wo, added up: no concatenation
 y_sum = 0
-for h in range(n_head):
-    y_sum = y_sum + outs[h] @ layer.Wo[h * dh : (h + 1) * dh]
+for i in range(n_head):
+    y_sum = y_sum + outs[i] @ layer.Wo[i * dh : (i + 1) * dh]
 # --8<-- [end:heads-sum]
 glue.value(
     "loop",
