@@ -613,7 +613,8 @@ glue.table(
 def spread(r):
     """median, then (min-max) on its own line; three significant figures."""
     lo, hi = fmt(r["min"], 3), fmt(r["max"], 3)
-    return f"{fmt(r['median'], 3)}<br>({lo}–{hi})"
+    # a word joiner after the dash: the range never breaks
+    return f"{fmt(r['median'], 3)}<br>({lo}–\u2060{hi})"
 
 
 glue.table(

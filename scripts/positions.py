@@ -83,7 +83,7 @@ def draw_sinusoids(fig, theme):
         ax.set_title(name, fontsize=9)
         ax.set_ylabel("position p")
     axes[-1].set_xlabel("feature")
-    fig.colorbar(image, ax=axes, shrink=0.6, label="PE[p, feature], −1 to 1")
+    fig.colorbar(image, ax=axes, shrink=0.6, label="PE[p, feature]")
 
 
 glue.figure(
