@@ -425,12 +425,14 @@ def key_padding_mask(lengths, tk=None):
     """
     # lengths: ints in 1..tk, or a (B, Tk) bool mask
     lengths = check.key_padding_mask(lengths, tk)
+    # --8<-- [start:key-padding-mask-core]
     if lengths.dtype == bool:
         padded = lengths  # (B, Tk), True = padding
     else:
         tk = int(lengths.max()) if tk is None else tk
         padded = np.arange(tk)[None, :] >= lengths[:, None]  # (B, Tk)
     return padded[:, None, None, :]  # (B, 1, 1, Tk): heads, query rows
+    # --8<-- [end:key-padding-mask-core]
     # --8<-- [end:key-padding-mask]
 
 

@@ -98,10 +98,12 @@ def t5_bias(
         num_buckets,
         max_distance,
     )
+    # --8<-- [start:t5-bias-core]
     query = np.arange(query_length)[:, None]  # (Tq, 1)
     key = np.arange(key_length)[None, :]  # (1, Tk)
     bucket = _bucket(key - query, bidirectional, num_buckets, max_distance)
     return table[bucket].transpose(2, 0, 1)  # (Tq, Tk, H) -> (H, Tq, Tk)
+    # --8<-- [end:t5-bias-core]
     # --8<-- [end:t5-bias]
 
 

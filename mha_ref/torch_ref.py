@@ -374,6 +374,7 @@ def key_padding_mask(lengths, tk=None):
     """
     # lengths: ints in 1..tk, or a (B, Tk) bool mask
     lengths = check.key_padding_mask(lengths, tk)
+    # --8<-- [start:key-padding-mask-core]
     if lengths.dtype == torch.bool:
         padded = lengths  # (B, Tk), True = padding
     else:
@@ -381,6 +382,7 @@ def key_padding_mask(lengths, tk=None):
         keys = torch.arange(tk, device=lengths.device)  # (Tk,)
         padded = keys[None, :] >= lengths[:, None]  # (B, Tk)
     return padded[:, None, None, :]  # (B, 1, 1, Tk): heads, query rows
+    # --8<-- [end:key-padding-mask-core]
     # --8<-- [end:key-padding-mask]
 
 

@@ -173,16 +173,16 @@ rows = []
 for key, label in labels.items():
     r = masked[key]
     if r["raises"]:
-        rows.append(["raises ValueError", "-", label])
+        rows.append([label, "raises ValueError", "-"])
     else:
         nan_each = ", ".join(str(n) for n in r["nan_each"])
-        rows.append([row_text[r["row"]], nan_each, label])
+        rows.append([label, row_text[r["row"]], nan_each])
 entries = masked["sdpa"]["entries_each"][0]  # dQ, dK, dV: T * d_head each
 glue.table(
     "edges-masked-row",
-    ["the row's output", f"NaN in dQ, dK, dV (of {entries} each)", "code"],
+    ["code", "the row's output", f"NaN in dQ, dK, dV (of {entries} each)"],
     rows,
-    "lcl",
+    "llc",
 )
 
 # %% [markdown]
@@ -611,8 +611,10 @@ glue.table(
 
 
 def spread(r):
-    """median (min-max), three significant figures."""
-    return f"{fmt(r['median'], 3)} ({fmt(r['min'], 3)}–{fmt(r['max'], 3)})"
+    """median, then (min-max) on its own line; three significant figures."""
+    lo, hi = fmt(r["min"], 3), fmt(r["max"], 3)
+    # a word joiner after the dash: the range never breaks
+    return f"{fmt(r['median'], 3)}<br>({lo}–\u2060{hi})"
 
 
 glue.table(

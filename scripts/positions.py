@@ -77,10 +77,13 @@ glue.table(
 def draw_sinusoids(fig, theme):
     axes = fig.subplots(3, 1, sharex=True)
     for ax, (name, table) in zip(axes, tables.items(), strict=True):
-        ax.imshow(table, aspect="auto", cmap=theme.cmap, vmin=-1, vmax=1)
+        image = ax.imshow(
+            table, aspect="auto", cmap=theme.cmap, vmin=-1, vmax=1
+        )
         ax.set_title(name, fontsize=9)
         ax.set_ylabel("position p")
     axes[-1].set_xlabel("feature")
+    fig.colorbar(image, ax=axes, shrink=0.6, label="PE[p, feature]")
 
 
 glue.figure(
@@ -229,10 +232,28 @@ glue.value(
 
 def draw_rules(fig, theme):
     ax = fig.subplots()
+    # YaRN and Llama 3 share both ends: solid and dotted, different marks
+    styles = {
+        "linear": ("-", "."),
+        "dynamic at 4 L": ("-", "."),
+        "yarn": ("-", "o"),
+        "llama3": (":", "x"),
+    }
     for (name, values), color in zip(
         ratio.items(), theme.series, strict=False
     ):
-        ax.plot(wavelength, values, color=color, label=name, marker=".", ms=3)
+        line, mark = styles[name]
+        ax.plot(
+            wavelength,
+            values,
+            color=color,
+            label=name,
+            linestyle=line,
+            marker=mark,
+            ms=3,
+            mfc="none" if mark == "o" else color,
+            lw=1.6 if line == ":" else 1.0,
+        )
     ax.axvline(L, color=theme.muted, linestyle="--", lw=0.8)
     ax.annotate(
         f"L = {L}",
@@ -241,8 +262,8 @@ def draw_rules(fig, theme):
         textcoords="offset points",
         ha="right",
         va="bottom",
-        fontsize=8,
-        color=theme.muted,
+        fontsize=10,
+        color=theme.text,
     )
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -383,13 +404,15 @@ glue.value(
 d_head, r = 64, int(64 * 0.25)
 qh, kh = rng.standard_normal((2, 1, d_head))
 scores = []
-for m, n in ((0, 0), (100, 3), (7, 500)):
+PAIRS = ((0, 0), (100, 3), (7, 500))  # (query m, key n)
+for m, n in PAIRS:
     qr = numpy_ref.apply_rope(qh, [m], rotary_dim=r)
     kr = numpy_ref.apply_rope(kh, [n], rotary_dim=r)
     scores.append((float(qr[0, :r] @ kr[0, :r]), float(qr[0, r:] @ kr[0, r:])))
 glue.value(
     "partial",
     {
+        "position_pairs": [list(pair) for pair in PAIRS],
         "d_head": d_head,
         "rotary_dim": r,
         "passed": d_head - r,
@@ -452,3 +475,27 @@ glue.figure(
         f"{glue.fmt(curve[-1], 2)} at ten million"
     ),
 )
+
+# %% [markdown]
+# The learned tables' sizes, from transformers' config defaults.
+
+# %%
+from transformers import BertConfig, GPT2Config  # noqa: E402
+
+glue.value(
+    "learned_rows",
+    {
+        "bert": BertConfig().max_position_embeddings,
+        "gpt2": GPT2Config().max_position_embeddings,
+    },
+)
+
+# YaRN's default betas (the "yarn" rule above gives none): the same
+# frequencies as beta_fast 32 and beta_slow 1 given explicitly
+YARN_DEFAULTS = {"beta_fast": 32, "beta_slow": 1}
+explicit, _ = positions.rope_frequencies(
+    D, BASE, {**rules["yarn"], **YARN_DEFAULTS}
+)
+if not np.array_equal(explicit, scaled["yarn"][0]):
+    raise RuntimeError("rope_frequencies' YaRN defaults moved")
+glue.value("yarn_defaults", YARN_DEFAULTS)
