@@ -285,7 +285,7 @@ def draw_heads(fig, theme):
     tokens = letters(example.tokens[0])
     cmap = matplotlib.colormaps[theme.cmap].copy()
     cmap.set_bad(theme.masked)
-    axes = fig.subplots(N_LAYER, N_HEAD, sharex=True, sharey=True)
+    axes = fig.subplots(N_HEAD, N_LAYER, sharex=True, sharey=True)
     blocked = np.triu(np.ones((T, T), bool), 1)
     start, length = int(example.start[0]), int(example.length[0])
     # where the first copy starts, the second starts, the second ends
@@ -293,7 +293,7 @@ def draw_heads(fig, theme):
     ticks = list(range(0, T, 4))
     for n in range(N_LAYER):
         for h in range(N_HEAD):
-            ax = axes[n, h]
+            ax = axes[h, n]  # a column per layer
             w = example_weights[n, 0, h].numpy()
             image = ax.imshow(
                 np.ma.masked_array(w, blocked),
@@ -307,17 +307,20 @@ def draw_heads(fig, theme):
             ax.set_title(f"L{n}H{h}: {label}", fontsize=8)
             ax.set_xticks(ticks, [f"{j}\n{tokens[j]}" for j in ticks])
             ax.set_yticks(ticks, [f"{j} {tokens[j]}" for j in ticks])
-            ax.tick_params(length=2, pad=1, labelsize=7)
+            ax.tick_params(length=2, pad=1, labelsize=8)
             for edge in [e for e in edges if e < T - 1]:
-                ax.axvline(edge, color=theme.text, linewidth=0.5)
-                ax.axhline(edge, color=theme.text, linewidth=0.5)
+                ax.axvline(edge, color=theme.text, linewidth=1.4)
+                ax.axhline(edge, color=theme.text, linewidth=1.4)
             for side in ax.spines.values():
                 side.set_visible(False)
-            if n == N_LAYER - 1:
-                ax.set_xlabel("key (position, letter)", fontsize=7)
-            if h == 0:
-                ax.set_ylabel("query", fontsize=7)
-    fig.colorbar(image, ax=axes, shrink=0.7, label="attention weight")
+            if h == N_HEAD - 1:
+                ax.set_xlabel("key", fontsize=8)
+            if n == 0:
+                ax.set_ylabel("query", fontsize=8)
+    bar = fig.colorbar(
+        image, ax=axes, shrink=0.5, location="bottom", pad=0.06
+    )
+    bar.set_label("attention weight", fontsize=8)
 
 
 glue.figure(
@@ -326,9 +329,10 @@ glue.figure(
     "The attention weights of the eight heads on the example sequence: "
     "in layer 0 diagonals one and two places below the main diagonal "
     "(the previous tokens), in layer 1 a diagonal inside the repeat "
-    "that points at the token after the earlier copy; thin lines mark "
-    "where the first copy starts and where the repeat starts and ends",
-    figsize=(7.6, 4.8),
+    "that points at the token after the earlier copy; lines mark "
+    "where the first copy starts and where the repeat starts and ends; "
+    "one column per layer, one row per head",
+    figsize=(3.7, 8.4),  # 355 px: whole in a phone's column
 )
 
 # %% [markdown]
@@ -457,16 +461,16 @@ def draw_ablation(fig, theme):
                 f"{100 * pairs[i, j]:.0f}",
                 ha="center",
                 va="center",
-                fontsize=8,
+                fontsize=7,
                 color=theme.text_on(cmap(pairs[i, j])),
             )
-    ax.set_xticks(range(n_heads), names, fontsize=8, rotation=45)
-    ax.set_yticks(range(n_heads), names, fontsize=8)
+    ax.set_xticks(range(n_heads), names, fontsize=7, rotation=90)
+    ax.set_yticks(range(n_heads), names, fontsize=7)
     ax.set(xlabel="also removed", ylabel="removed")
-    ax.set_title("Accuracy (%) with two heads removed (diagonal: one)")
+    ax.set_title("Accuracy (%), two heads removed\n(diagonal: one)", fontsize=9)
     for side in ax.spines.values():
         side.set_visible(False)
-    fig.colorbar(image, ax=ax, label="accuracy (%)", shrink=0.8)
+    fig.colorbar(image, ax=ax, shrink=0.8)
 
 
 glue.figure(
@@ -476,7 +480,7 @@ glue.figure(
     "the rows and columns of the previous-token head are dark, those of "
     "the two-back head a little lighter, the rest close to the accuracy "
     "with every head on",
-    figsize=(5.2, 4.2),
+    figsize=(3.7, 3.6),  # 355 px: whole in a phone's column
 )
 
 # Two heads of the last layer: removing one leaves the other's output
@@ -751,30 +755,18 @@ with torch.no_grad():
     }
     # composition scores from the weights (rows act on x: x @ W)
     dh = layer_0.d_head
-
-    def head_cols(w, h):
-        return w.weight.T[:, h * dh : (h + 1) * dh]  # (d, dh)
-
-    wo_rows = layer_0.wo.weight.T[
-        previous_head * dh : (previous_head + 1) * dh
-    ]
-    ov = head_cols(layer_0.wv, previous_head) @ wo_rows  # (d, d)
+    k_scores, q_scores = induction.composition_scores(
+        model, previous_head
+    ).tolist()  # ||QK OV^T||, ||OV QK|| over ||QK|| ||OV||, each head
 
     def k_score(a, b):
-        """||QK OV^T|| / (||QK|| ||OV||): how much of a head's keys'
-        bilinear form reads what the OV map writes."""
+        """||a b^T|| / (||a|| ||b||): the score of two random maps."""
         return (
             torch.linalg.matrix_norm(a @ b.T)
             / torch.linalg.matrix_norm(a)
             / torch.linalg.matrix_norm(b)
         ).item()
 
-    qk = [
-        head_cols(layer_1.wq, h) @ head_cols(layer_1.wk, h).T  # (d, d)
-        for h in range(N_HEAD)
-    ]
-    k_scores = [k_score(m, ov) for m in qk]
-    q_scores = [k_score(ov.T, m.T) for m in qk]  # ||OV QK|| / ..: queries
     rand = torch.Generator().manual_seed(5)
 
     def random_rank(rows, cols, rank):
@@ -929,6 +921,15 @@ glue.value(
         "beat_match_2": [
             sum(a > rules[2] for a in per_seed(h, 0)) for h in HEAD_COUNTS
         ],
+        # the most a seed moves one head count's accuracy, and whether
+        # some head count has seeds on both sides of the two-letter rule
+        "seed_spread": max(
+            max(per_seed(h, 0)) - min(per_seed(h, 0)) for h in HEAD_COUNTS
+        ),
+        "crosses_rule": any(
+            min(per_seed(h, 0)) <= rules[2] < max(per_seed(h, 0))
+            for h in HEAD_COUNTS
+        ),
         "previous": [per_seed(h, 1) for h in HEAD_COUNTS],
         "two_back": [per_seed(h, 2) for h in HEAD_COUNTS],
         "two_back_when_beat": [
@@ -1009,8 +1010,8 @@ def draw_sweep(fig, theme):
             linestyle=["-", "--", ":"][seed % 3],
             label=f"seed {seed}",
         )
-    ax.set_title("Same width, same budget: 1, 2, 4 heads, 3 seeds each")
-    ax.legend(loc="lower right", fontsize=8, ncol=2)
+    ax.set_title("Training batches: 1, 2, 4 heads, 3 seeds", fontsize=9)
+    ax.legend(loc="lower right", fontsize=6.5, ncol=2)
     ax.grid(True, linewidth=0.5)
 
 
@@ -1020,6 +1021,7 @@ glue.figure(
     "Training accuracy over the steps for models with 1, 2 and 4 heads "
     "at the same width and budget, three seeds each (solid, dashed, "
     "dotted), with the two-letter rule as a line",
+    figsize=(3.7, 3.4),  # 355 px: whole in a phone's column
 )
 
 # %% [markdown]
