@@ -264,14 +264,14 @@ glue.value(
 )
 glue.table(
     "trained-heads-scores",
-    ["head", "previous", "two back", "prefix matching", "copying (logit)"],
-    [
+    ["head", "copying (logit)", "prefix matching", "previous", "two back"],
+    [  # the induction criteria first: they fit a phone's width
         [
             n,
+            two(copying[i]),
+            two(scores["prefix"][i]),
             two(scores["previous"][i]),
             two(scores["two_back"][i]),
-            two(scores["prefix"][i]),
-            two(copying[i]),
         ]
         for i, n in enumerate(names)
     ],
@@ -317,9 +317,7 @@ def draw_heads(fig, theme):
                 ax.set_xlabel("key", fontsize=8)
             if n == 0:
                 ax.set_ylabel("query", fontsize=8)
-    bar = fig.colorbar(
-        image, ax=axes, shrink=0.5, location="bottom", pad=0.06
-    )
+    bar = fig.colorbar(image, ax=axes, shrink=0.5, location="bottom", pad=0.06)
     bar.set_label("attention weight", fontsize=8)
 
 
@@ -333,6 +331,91 @@ glue.figure(
     "where the first copy starts and where the repeat starts and ends; "
     "one column per layer, one row per head",
     figsize=(3.7, 8.4),  # 355 px: whole in a phone's column
+)
+
+
+def draw_circuit(fig, theme):
+    """The circuit on positions: layer 0 writes k - 1's letter into k,
+    layer 1 at query i finds that letter at key k and copies k's."""
+    ax = fig.subplots()
+    seq = ["c", "A", "B", "d", "e", "A"]
+    marks = ["", "k\u22121", "k", "", "", "i"]
+    for x, (c, mark) in enumerate(zip(seq, marks, strict=True)):
+        ax.text(
+            x,
+            0,
+            c,
+            ha="center",
+            va="center",
+            fontsize=11,
+            color=theme.text,
+            bbox={
+                "boxstyle": "round,pad=0.3",
+                "fc": "none",
+                "ec": theme.muted,
+            },
+        )
+        ax.text(
+            x, -0.45, mark, ha="center", va="top", fontsize=8, color=theme.text
+        )
+    ax.text(
+        5.55, 0, "\u2192 B", va="center", fontsize=11, color=theme.series[1]
+    )
+    previous, copier = theme.series[0], theme.series[1]
+    ax.annotate(
+        "",
+        xy=(2, 0.35),
+        xytext=(1, 0.35),
+        arrowprops={
+            "arrowstyle": "->",
+            "color": previous,
+            "lw": 1.8,
+            "connectionstyle": "arc3,rad=-0.6",
+        },
+    )
+    ax.text(
+        1.5,
+        0.95,
+        "layer 0, previous-token head:\nwrites A into k",
+        ha="center",
+        va="bottom",
+        fontsize=8,
+        color=previous,
+    )
+    ax.annotate(
+        "",
+        xy=(2, -0.9),
+        xytext=(5, -0.9),
+        arrowprops={
+            "arrowstyle": "->",
+            "color": copier,
+            "lw": 1.8,
+            "connectionstyle": "arc3,rad=-0.35",
+        },
+    )
+    ax.text(
+        3.5,
+        -1.75,
+        "layer 1, induction head: query A at i\n"
+        "matches key k (it holds A), copies B",
+        ha="center",
+        va="top",
+        fontsize=8,
+        color=copier,
+    )
+    ax.set(xlim=(-0.5, 6.3), ylim=(-2.7, 1.8))
+    ax.axis("off")
+
+
+glue.figure(
+    "trained-heads-circuit",
+    draw_circuit,
+    "The circuit on a sequence c A B d e A: an arrow from position k-1 "
+    "(A) to k (B) for the layer-0 previous-token head, which writes A "
+    "into position k; an arrow from the last position i (A) back to k "
+    "for the layer-1 induction head, which finds the key whose previous "
+    "letter is A and copies B, the predicted next letter",
+    figsize=(3.7, 2.2),  # 355 px: whole in a phone's column
 )
 
 # %% [markdown]
@@ -467,7 +550,9 @@ def draw_ablation(fig, theme):
     ax.set_xticks(range(n_heads), names, fontsize=7, rotation=90)
     ax.set_yticks(range(n_heads), names, fontsize=7)
     ax.set(xlabel="also removed", ylabel="removed")
-    ax.set_title("Accuracy (%), two heads removed\n(diagonal: one)", fontsize=9)
+    ax.set_title(
+        "Accuracy (%), two heads removed\n(diagonal: one)", fontsize=9
+    )
     for side in ax.spines.values():
         side.set_visible(False)
     fig.colorbar(image, ax=ax, shrink=0.8)
@@ -803,6 +888,14 @@ glue.value(
         },
         "k_scores": k_scores,
         "q_scores": q_scores,
+        # the induction heads' composition scores, lowest and highest
+        **{
+            f"{name}_range": [
+                min(values[h] for h in induction_l1),
+                max(values[h] for h in induction_l1),
+            ]
+            for name, values in (("k", k_scores), ("q", q_scores))
+        },
         "baseline": baseline,
     },
 )
@@ -810,22 +903,22 @@ glue.table(
     "trained-heads-composition",
     [
         "layer-1 head",
+        "K score",
+        "Q score",
         "weight on the copy",
         f"{names[previous_head]} cut from keys",
         "from queries",
         "from both",
-        "K-composition score",
-        "Q-composition score",
     ],
-    [
+    [  # the composition scores first: they fit a phone's width
         [
             n,
+            two(k_scores[h]),
+            two(q_scores[h]),
             two(paths["clean"][h]),
             two(paths["keys"][h]),
             two(paths["queries"][h]),
             two(paths["both"][h]),
-            two(k_scores[h]),
-            two(q_scores[h]),
         ]
         for h, n in enumerate(layer_1_names)
     ],
