@@ -169,11 +169,11 @@ def smooth(values, width=25):
 
 
 def draw_curve(fig, theme):
-    ax_loss, ax_acc = fig.subplots(1, 2)
+    ax_loss, ax_acc = fig.subplots(2, 1, sharex=True)  # phone-wide
     steps = (np.arange(len(smooth(losses))) + 1) * 25
     ax_loss.plot(steps, smooth(losses), color=theme.series[0])
-    ax_loss.set(xlabel="step", ylabel="cross-entropy, nats (copyable tokens)")
-    ax_loss.set_title("Training loss")
+    ax_loss.set(ylabel="cross-entropy (nats)")
+    ax_loss.set_title("Training loss (copyable tokens)", fontsize=9)
     ax_acc.plot(
         steps,
         100 * smooth(batch_accuracy),
@@ -198,8 +198,8 @@ def draw_curve(fig, theme):
         label="chance",
     )
     ax_acc.set(xlabel="step", ylabel="accuracy (%)", ylim=(0, 100))
-    ax_acc.set_title("Accuracy on copyable tokens")
-    ax_acc.legend(loc="lower right", fontsize=8)
+    ax_acc.set_title("Accuracy on copyable tokens", fontsize=9)
+    ax_acc.legend(loc="lower right", fontsize=7)
     for ax in (ax_loss, ax_acc):
         ax.grid(True, linewidth=0.5)
 
@@ -209,6 +209,7 @@ glue.figure(
     draw_curve,
     "Training loss falling and accuracy rising over the steps, with "
     "the accuracy of the one-, two- and three-letter matching rules",
+    figsize=(3.7, 4.8),  # 355 px: whole in a phone's column
 )
 
 # %% [markdown]
