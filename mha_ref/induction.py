@@ -315,3 +315,30 @@ def from_arrays(arrays, n_head, dtype=torch.float64):
         {k: torch.tensor(v, dtype=dtype) for k, v in state.items()}
     )
     return model
+
+
+# --8<-- [start:composition]
+def composition_scores(model, head):
+    """(2, n_head): Elhage et al.'s K- and Q-composition scores of layer
+    0's head ``head`` with each layer-1 head: ||QK OV^T|| and ||OV QK||
+    over ||QK|| ||OV|| (Frobenius). Rows act on x (x @ W): a layer-1
+    query reads x_q QK x_k^T, a layer-0 head writes x @ OV."""
+    check.composition_scores(model, head)
+    l0, l1 = model.layers[0], model.layers[1]
+    dh = l0.d_head
+
+    def cols(linear, h):  # head h's columns of W (as x @ W)
+        return linear.weight.T[:, h * dh : (h + 1) * dh]  # (d, dh)
+
+    with torch.no_grad():
+        wo_rows = l0.wo.weight.T[head * dh : (head + 1) * dh]  # (dh, d)
+        ov = cols(l0.wv, head) @ wo_rows  # (d, d)
+        qk = torch.stack(
+            [cols(l1.wq, h) @ cols(l1.wk, h).T for h in range(model.n_head)]
+        )  # (H, d, d)
+        norm = torch.linalg.matrix_norm
+        scale = norm(qk) * norm(ov)  # (H,)
+        k = norm(qk @ ov.T) / scale  # keys read what head wrote
+        q = norm(ov @ qk) / scale  # queries read what head wrote
+    return torch.stack([k, q])  # (2, H)
+    # --8<-- [end:composition]

@@ -169,11 +169,11 @@ def smooth(values, width=25):
 
 
 def draw_curve(fig, theme):
-    ax_loss, ax_acc = fig.subplots(1, 2)
+    ax_loss, ax_acc = fig.subplots(2, 1, sharex=True)  # phone-wide
     steps = (np.arange(len(smooth(losses))) + 1) * 25
     ax_loss.plot(steps, smooth(losses), color=theme.series[0])
-    ax_loss.set(xlabel="step", ylabel="cross-entropy, nats (copyable tokens)")
-    ax_loss.set_title("Training loss")
+    ax_loss.set(ylabel="cross-entropy (nats)")
+    ax_loss.set_title("Training loss (copyable tokens)", fontsize=9)
     ax_acc.plot(
         steps,
         100 * smooth(batch_accuracy),
@@ -198,8 +198,8 @@ def draw_curve(fig, theme):
         label="chance",
     )
     ax_acc.set(xlabel="step", ylabel="accuracy (%)", ylim=(0, 100))
-    ax_acc.set_title("Accuracy on copyable tokens")
-    ax_acc.legend(loc="lower right", fontsize=8)
+    ax_acc.set_title("Accuracy on copyable tokens", fontsize=9)
+    ax_acc.legend(loc="lower right", fontsize=7)
     for ax in (ax_loss, ax_acc):
         ax.grid(True, linewidth=0.5)
 
@@ -209,6 +209,7 @@ glue.figure(
     draw_curve,
     "Training loss falling and accuracy rising over the steps, with "
     "the accuracy of the one-, two- and three-letter matching rules",
+    figsize=(3.7, 4.8),  # 355 px: whole in a phone's column
 )
 
 # %% [markdown]
@@ -264,14 +265,14 @@ glue.value(
 )
 glue.table(
     "trained-heads-scores",
-    ["head", "previous", "two back", "prefix matching", "copying (logit)"],
-    [
+    ["head", "copying (logit)", "prefix matching", "previous", "two back"],
+    [  # the induction criteria first: they fit a phone's width
         [
             n,
+            two(copying[i]),
+            two(scores["prefix"][i]),
             two(scores["previous"][i]),
             two(scores["two_back"][i]),
-            two(scores["prefix"][i]),
-            two(copying[i]),
         ]
         for i, n in enumerate(names)
     ],
@@ -285,7 +286,7 @@ def draw_heads(fig, theme):
     tokens = letters(example.tokens[0])
     cmap = matplotlib.colormaps[theme.cmap].copy()
     cmap.set_bad(theme.masked)
-    axes = fig.subplots(N_LAYER, N_HEAD, sharex=True, sharey=True)
+    axes = fig.subplots(N_HEAD, N_LAYER, sharex=True, sharey=True)
     blocked = np.triu(np.ones((T, T), bool), 1)
     start, length = int(example.start[0]), int(example.length[0])
     # where the first copy starts, the second starts, the second ends
@@ -293,7 +294,7 @@ def draw_heads(fig, theme):
     ticks = list(range(0, T, 4))
     for n in range(N_LAYER):
         for h in range(N_HEAD):
-            ax = axes[n, h]
+            ax = axes[h, n]  # a column per layer
             w = example_weights[n, 0, h].numpy()
             image = ax.imshow(
                 np.ma.masked_array(w, blocked),
@@ -307,17 +308,18 @@ def draw_heads(fig, theme):
             ax.set_title(f"L{n}H{h}: {label}", fontsize=8)
             ax.set_xticks(ticks, [f"{j}\n{tokens[j]}" for j in ticks])
             ax.set_yticks(ticks, [f"{j} {tokens[j]}" for j in ticks])
-            ax.tick_params(length=2, pad=1, labelsize=7)
+            ax.tick_params(length=2, pad=1, labelsize=8)
             for edge in [e for e in edges if e < T - 1]:
-                ax.axvline(edge, color=theme.text, linewidth=0.5)
-                ax.axhline(edge, color=theme.text, linewidth=0.5)
+                ax.axvline(edge, color=theme.text, linewidth=1.4)
+                ax.axhline(edge, color=theme.text, linewidth=1.4)
             for side in ax.spines.values():
                 side.set_visible(False)
-            if n == N_LAYER - 1:
-                ax.set_xlabel("key (position, letter)", fontsize=7)
-            if h == 0:
-                ax.set_ylabel("query", fontsize=7)
-    fig.colorbar(image, ax=axes, shrink=0.7, label="attention weight")
+            if h == N_HEAD - 1:
+                ax.set_xlabel("key", fontsize=8)
+            if n == 0:
+                ax.set_ylabel("query", fontsize=8)
+    bar = fig.colorbar(image, ax=axes, shrink=0.5, location="bottom", pad=0.06)
+    bar.set_label("attention weight", fontsize=8)
 
 
 glue.figure(
@@ -326,9 +328,95 @@ glue.figure(
     "The attention weights of the eight heads on the example sequence: "
     "in layer 0 diagonals one and two places below the main diagonal "
     "(the previous tokens), in layer 1 a diagonal inside the repeat "
-    "that points at the token after the earlier copy; thin lines mark "
-    "where the first copy starts and where the repeat starts and ends",
-    figsize=(7.6, 4.8),
+    "that points at the token after the earlier copy; lines mark "
+    "where the first copy starts and where the repeat starts and ends; "
+    "one column per layer, one row per head",
+    figsize=(3.7, 8.4),  # 355 px: whole in a phone's column
+)
+
+
+def draw_circuit(fig, theme):
+    """The circuit on positions: layer 0 writes k - 1's letter into k,
+    layer 1 at query i finds that letter at key k and copies k's."""
+    ax = fig.subplots()
+    seq = ["c", "A", "B", "d", "e", "A"]
+    marks = ["", "k\u22121", "k", "", "", "i"]
+    for x, (c, mark) in enumerate(zip(seq, marks, strict=True)):
+        ax.text(
+            x,
+            0,
+            c,
+            ha="center",
+            va="center",
+            fontsize=11,
+            color=theme.text,
+            bbox={
+                "boxstyle": "round,pad=0.3",
+                "fc": "none",
+                "ec": theme.muted,
+            },
+        )
+        ax.text(
+            x, -0.45, mark, ha="center", va="top", fontsize=8, color=theme.text
+        )
+    ax.text(
+        5.55, 0, "\u2192 B", va="center", fontsize=11, color=theme.series[1]
+    )
+    previous, copier = theme.series[0], theme.series[1]
+    ax.annotate(
+        "",
+        xy=(2, 0.35),
+        xytext=(1, 0.35),
+        arrowprops={
+            "arrowstyle": "->",
+            "color": previous,
+            "lw": 1.8,
+            "connectionstyle": "arc3,rad=-0.6",
+        },
+    )
+    ax.text(
+        1.5,
+        0.95,
+        "layer 0, previous-token head:\nwrites A into k",
+        ha="center",
+        va="bottom",
+        fontsize=8,
+        color=previous,
+    )
+    ax.annotate(
+        "",
+        xy=(2, -0.9),
+        xytext=(5, -0.9),
+        arrowprops={
+            "arrowstyle": "->",
+            "color": copier,
+            "lw": 1.8,
+            "connectionstyle": "arc3,rad=-0.35",
+        },
+    )
+    ax.text(
+        3.5,
+        -1.75,
+        "layer 1, induction head: query A at i\n"
+        "matches key k (it holds A), copies B",
+        ha="center",
+        va="top",
+        fontsize=8,
+        color=copier,
+    )
+    ax.set(xlim=(-0.5, 6.3), ylim=(-2.7, 1.8))
+    ax.axis("off")
+
+
+glue.figure(
+    "trained-heads-circuit",
+    draw_circuit,
+    "The circuit on a sequence c A B d e A: an arrow from position k-1 "
+    "(A) to k (B) for the layer-0 previous-token head, which writes A "
+    "into position k; an arrow from the last position i (A) back to k "
+    "for the layer-1 induction head, which finds the key whose previous "
+    "letter is A and copies B, the predicted next letter",
+    figsize=(3.7, 2.2),  # 355 px: whole in a phone's column
 )
 
 # %% [markdown]
@@ -457,16 +545,18 @@ def draw_ablation(fig, theme):
                 f"{100 * pairs[i, j]:.0f}",
                 ha="center",
                 va="center",
-                fontsize=8,
+                fontsize=7,
                 color=theme.text_on(cmap(pairs[i, j])),
             )
-    ax.set_xticks(range(n_heads), names, fontsize=8, rotation=45)
-    ax.set_yticks(range(n_heads), names, fontsize=8)
+    ax.set_xticks(range(n_heads), names, fontsize=7, rotation=90)
+    ax.set_yticks(range(n_heads), names, fontsize=7)
     ax.set(xlabel="also removed", ylabel="removed")
-    ax.set_title("Accuracy (%) with two heads removed (diagonal: one)")
+    ax.set_title(
+        "Accuracy (%), two heads removed\n(diagonal: one)", fontsize=9
+    )
     for side in ax.spines.values():
         side.set_visible(False)
-    fig.colorbar(image, ax=ax, label="accuracy (%)", shrink=0.8)
+    fig.colorbar(image, ax=ax, shrink=0.8)
 
 
 glue.figure(
@@ -476,7 +566,7 @@ glue.figure(
     "the rows and columns of the previous-token head are dark, those of "
     "the two-back head a little lighter, the rest close to the accuracy "
     "with every head on",
-    figsize=(5.2, 4.2),
+    figsize=(3.7, 3.6),  # 355 px: whole in a phone's column
 )
 
 # Two heads of the last layer: removing one leaves the other's output
@@ -751,30 +841,18 @@ with torch.no_grad():
     }
     # composition scores from the weights (rows act on x: x @ W)
     dh = layer_0.d_head
-
-    def head_cols(w, h):
-        return w.weight.T[:, h * dh : (h + 1) * dh]  # (d, dh)
-
-    wo_rows = layer_0.wo.weight.T[
-        previous_head * dh : (previous_head + 1) * dh
-    ]
-    ov = head_cols(layer_0.wv, previous_head) @ wo_rows  # (d, d)
+    k_scores, q_scores = induction.composition_scores(
+        model, previous_head
+    ).tolist()  # ||QK OV^T||, ||OV QK|| over ||QK|| ||OV||, each head
 
     def k_score(a, b):
-        """||QK OV^T|| / (||QK|| ||OV||): how much of a head's keys'
-        bilinear form reads what the OV map writes."""
+        """||a b^T|| / (||a|| ||b||): the score of two random maps."""
         return (
             torch.linalg.matrix_norm(a @ b.T)
             / torch.linalg.matrix_norm(a)
             / torch.linalg.matrix_norm(b)
         ).item()
 
-    qk = [
-        head_cols(layer_1.wq, h) @ head_cols(layer_1.wk, h).T  # (d, d)
-        for h in range(N_HEAD)
-    ]
-    k_scores = [k_score(m, ov) for m in qk]
-    q_scores = [k_score(ov.T, m.T) for m in qk]  # ||OV QK|| / ..: queries
     rand = torch.Generator().manual_seed(5)
 
     def random_rank(rows, cols, rank):
@@ -811,6 +889,14 @@ glue.value(
         },
         "k_scores": k_scores,
         "q_scores": q_scores,
+        # the induction heads' composition scores, lowest and highest
+        **{
+            f"{name}_range": [
+                min(values[h] for h in induction_l1),
+                max(values[h] for h in induction_l1),
+            ]
+            for name, values in (("k", k_scores), ("q", q_scores))
+        },
         "baseline": baseline,
     },
 )
@@ -818,22 +904,22 @@ glue.table(
     "trained-heads-composition",
     [
         "layer-1 head",
+        "K score",
+        "Q score",
         "weight on the copy",
         f"{names[previous_head]} cut from keys",
         "from queries",
         "from both",
-        "K-composition score",
-        "Q-composition score",
     ],
-    [
+    [  # the composition scores first: they fit a phone's width
         [
             n,
+            two(k_scores[h]),
+            two(q_scores[h]),
             two(paths["clean"][h]),
             two(paths["keys"][h]),
             two(paths["queries"][h]),
             two(paths["both"][h]),
-            two(k_scores[h]),
-            two(q_scores[h]),
         ]
         for h, n in enumerate(layer_1_names)
     ],
@@ -929,6 +1015,15 @@ glue.value(
         "beat_match_2": [
             sum(a > rules[2] for a in per_seed(h, 0)) for h in HEAD_COUNTS
         ],
+        # the most a seed moves one head count's accuracy, and whether
+        # some head count has seeds on both sides of the two-letter rule
+        "seed_spread": max(
+            max(per_seed(h, 0)) - min(per_seed(h, 0)) for h in HEAD_COUNTS
+        ),
+        "crosses_rule": any(
+            min(per_seed(h, 0)) <= rules[2] < max(per_seed(h, 0))
+            for h in HEAD_COUNTS
+        ),
         "previous": [per_seed(h, 1) for h in HEAD_COUNTS],
         "two_back": [per_seed(h, 2) for h in HEAD_COUNTS],
         "two_back_when_beat": [
@@ -1009,8 +1104,8 @@ def draw_sweep(fig, theme):
             linestyle=["-", "--", ":"][seed % 3],
             label=f"seed {seed}",
         )
-    ax.set_title("Same width, same budget: 1, 2, 4 heads, 3 seeds each")
-    ax.legend(loc="lower right", fontsize=8, ncol=2)
+    ax.set_title("Training batches: 1, 2, 4 heads, 3 seeds", fontsize=9)
+    ax.legend(loc="lower right", fontsize=6.5, ncol=2)
     ax.grid(True, linewidth=0.5)
 
 
@@ -1020,6 +1115,7 @@ glue.figure(
     "Training accuracy over the steps for models with 1, 2 and 4 heads "
     "at the same width and budget, three seeds each (solid, dashed, "
     "dotted), with the two-letter rule as a line",
+    figsize=(3.7, 3.4),  # 355 px: whole in a phone's column
 )
 
 # %% [markdown]

@@ -144,3 +144,16 @@ def from_arrays(arrays):
                 f"{fit}: {key} has shape {got}, the model expects {shape} "
                 f"for {name} (as x @ W)"
             )
+
+
+def composition_scores(model, head):
+    """A model with two layers at least and a layer-0 head index."""
+    if len(model.layers) < 2:
+        raise ValueError(
+            f"model must have 2 layers at least, got {len(model.layers)}"
+        )
+    integer(head, "head")
+    if not 0 <= head < model.n_head:
+        raise ValueError(
+            f"head must lie in 0 .. {model.n_head - 1}, got {head}"
+        )

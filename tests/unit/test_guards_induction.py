@@ -100,3 +100,17 @@ def test_patching_refuses_identical_runs(model, batch):
     # clean == corrupted: (patched - low) / (high - low) is 0 / 0
     with pytest.raises(ValueError, match=r"the same mean log-probability"):
         induction.patching(model, batch, batch)
+
+
+@pytest.mark.parametrize(
+    ("head", "error"), [(4, ValueError), (-1, ValueError), (1.0, TypeError)]
+)
+def test_composition_scores_refuses_a_head_out_of_range(model, head, error):
+    with pytest.raises(error, match="head"):
+        induction.composition_scores(model, head)
+
+
+def test_composition_scores_refuses_a_one_layer_model():
+    one = induction.AttentionOnly(VOCAB, T, d_model=8, n_head=2, n_layer=1)
+    with pytest.raises(ValueError, match="2 layers"):
+        induction.composition_scores(one, 0)

@@ -367,3 +367,33 @@ def test_head_scores_offset_zero_is_the_diagonal(batch):
     w[..., torch.arange(T), torch.arange(T)] = 0.25
     back, _ = induction.head_scores(w, batch, offset=0)
     assert back.tolist() == [[0.25]]
+
+
+# -- composition scores: against the bilinear forms the layers compute ---
+
+
+@pytest.mark.parametrize("head", [0, 2])
+def test_composition_scores_equal_the_forms_the_layers_compute(model, head):
+    """Feed the basis vectors e_j through the layers' own projections:
+    layer 0's head writes y_j = e_j OV (one head, through Wo), layer 1's
+    head h scores query a against key b as q(a) . k(b). K-composition
+    reads y with the keys, Q-composition with the queries."""
+    l0, l1 = model.layers[0], model.layers[1]
+    d = l0.d_model
+    eye = torch.eye(d, dtype=torch.float64)[None]  # (1, d, d): d "tokens"
+    with torch.no_grad():
+        _, _, v = l0.project(eye)  # (1, H, d, dh)
+        only = torch.zeros_like(v)
+        only[:, head] = v[:, head]
+        y = l0.wo(l0.merge_heads(only))  # (1, d, d): row j is e_j OV
+        q_e, k_e, _ = l1.project(eye)  # (1, H, d, dh)
+        q_y, k_y, _ = l1.project(y)
+        qk = q_e[0] @ k_e[0].transpose(-1, -2)  # (H, d, d)
+        keys = q_e[0] @ k_y[0].transpose(-1, -2)  # e_i QK (e_j OV)^T
+        queries = q_y[0] @ k_e[0].transpose(-1, -2)  # (e_i OV) QK e_j^T
+        norm = torch.linalg.matrix_norm
+        scale = norm(qk) * norm(y[0])
+        want = torch.stack([norm(keys), norm(queries)]) / scale  # (2, H)
+    got = induction.composition_scores(model, head)
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    assert not torch.allclose(got[0], got[1])  # the two really differ

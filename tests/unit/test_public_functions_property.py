@@ -3204,6 +3204,7 @@ ELSEWHERE = {
     "induction.patching": "runs a model: test_induction.py",
     "induction.to_arrays": "a weight copy: test_induction.py",
     "induction.from_arrays": "a weight copy: test_induction.py",
+    "induction.composition_scores": "weights vs forms: test_induction.py",
     "memory.peak_bytes_numpy": "measures bytes: test_tiled.py",
     "memory.peak_bytes_torch_cpu": "measures bytes: test_tiled.py",
     "tolerances.atol": "a table of tolerances: test_checks.py",

@@ -246,6 +246,14 @@
       }
       return attributes;
     };
+    // never trained there: its guess and probability are greyed out
+    var untrained = function (i, attributes) {
+      if (!known[i]) {
+        attributes.class = ((attributes.class || "") +
+                            " mha-untrained").trim();
+      }
+      return attributes;
+    };
     var row = function (label, cells) {
       return w.el("tr", {}, [w.el("th", { scope: "row", text: label })]
         .concat(cells));
@@ -270,17 +278,17 @@
           // model for what no model can know
           var next = known[i] && i + 1 < t ? tokens[i + 1] : null;
           var mark = next === null ? "" : (g === next ? " \u2713" : " \u2717");
-          return w.el("td", shade(i, {
+          return w.el("td", untrained(i, shade(i, {
             "data-token": letters[g],
             class: next === null ? null
               : (g === next ? "mha-right" : "mha-wrong"),
             text: letters[g] + mark,
-          }));
+          })));
         })),
         row("probability", guess.map(function (g, i) {
           var p = result.probs[i][g];
-          return w.el("td", shade(i, { "data-value": String(p),
-                                       text: w.format(p, 2) }));
+          return w.el("td", untrained(i, shade(i, {
+            "data-value": String(p), text: w.format(p, 2) })));
         })),
       ]),
     ]);
