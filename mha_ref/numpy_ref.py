@@ -700,7 +700,7 @@ class MultiHeadAttention:
             return rng.uniform(-bound, bound, shape)
 
         # --8<-- [start:mha-init-weights]
-        # one matrix holds all heads side by side; K and V have n_kv_head
+        # one matrix holds all heads side by side; draw: random weights
         d_kv = self.n_kv_head * self.d_head  # d_model when n_kv_head = H
         self.Wq = draw(d_model, d_model)
         self.Wk, self.Wv = draw(d_model, d_kv), draw(d_model, d_kv)

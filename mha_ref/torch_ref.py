@@ -70,7 +70,7 @@ def dot_product_attention(q, k, v, mask=None):
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
     """
     mask = check.dot_product_attention(q, k, v, mask)
-    dtype = q.dtype  # fp16 and bf16 compute in float32, as SDPA does
+    dtype = q.dtype  # float16, bfloat16: computed in float32, as SDPA
     wide = torch.promote_types(dtype, torch.float32)  # float64 stays
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
     scores = attention_scores(q, k)  # step 1: Q K^T / sqrt(d_k)
