@@ -752,7 +752,7 @@ def sdpa_forward(module, x, mask=None, context=None, positions=None):
 # --8<-- [start:library-version]
 def library_version(module):
     """An nn.MultiheadAttention (batch_first) with the same weights."""
-    check.library_version(module)  # no grouped heads, no RoPE
+    check.library_version(module)  # refuses grouped heads and RoPE
     has_bias = module.wq.bias is not None
     weight = module.wq.weight
     library = nn.MultiheadAttention(
