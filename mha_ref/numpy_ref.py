@@ -324,7 +324,7 @@ def attention_backward(
     # --8<-- [start:attention-backward-dq-dk]
     # divide by sqrt(d_k): dL/d(Q K^T); a soft-cap, if set, first
     d_scores = mod.scores_backward(d_scores, q, k)  # (..., Tq, Tk)
-    # dQ = dS K / sqrt(d_k) and dK = dS^T Q / sqrt(d_k) (or * scale)
+    # dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k) (or a custom scale)
     dq = d_scores @ k  # (..., Tq, d)
     dk = np.swapaxes(d_scores, -2, -1) @ q  # (..., Tk, d)
     # --8<-- [end:attention-backward-dq-dk]
@@ -849,7 +849,7 @@ class MultiHeadAttention:
         # merge_heads is a transpose then a reshape; split_heads undoes
         # both, so it carries the gradient back: (B, Tq, d_model) to heads
         d_out = self.split_heads(d_merged)  # (B, H, Tq, dh)
-        # dk and dv add the G query heads of each group (H_kv heads)
+        # with grouped heads (a later page), dk and dv sum over a group
         dq, dk, dv = attention_backward(q, k, v, d_out, mask)
         # --8<-- [start:mha-backward-rope]
         if self.rope:  # R(angle)^T = R(-angle): turn the gradients back

@@ -305,7 +305,7 @@ def attention_backward(
     # --8<-- [start:attention-backward-dq-dk]
     # divide by sqrt(d_k): dL/d(Q K^T); a soft-cap, if set, first
     d_scores = mod.scores_backward(d_scores, q, k)  # (..., Tq, Tk)
-    # dQ = dS K / sqrt(d_k) and dK = dS^T Q / sqrt(d_k) (or * scale)
+    # dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k) (or a custom scale)
     dq = d_scores @ k  # (..., Tq, d)
     dk = d_scores.transpose(-2, -1) @ q  # (..., Tk, d)
     # --8<-- [end:attention-backward-dq-dk]
