@@ -57,7 +57,8 @@ serve-fast: zensical-config ## Zensical's live preview (127.0.0.1:8000)
 # runs once (in generation); pytest then reads the builds.
 test: $(STAMP) browser ## build both sites once, then run every test once
 	@$(BESIDE_THE_BUILD) & units=$$!; \
-	$(MAKE) --no-print-directory -o $(STAMP) check && \
+	$(MAKE) --no-print-directory -o $(STAMP) check \
+	  GENERATE_FLAGS=$(TEST_GENERATE_FLAGS) && \
 	$(MAKE) --no-print-directory -o $(STAMP) -o check $(SIDE_BY_SIDE) \
 	  site site-zensical; built=$$?; \
 	wait $$units; units_rc=$$?; $(UNITS_REPORT); \
@@ -81,7 +82,11 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 # fixture may start on both: a costly one (the engines' reading of both
 # sites) has one test using it.
 # Generation runs two pages per core (pipeline/generation.py,
-# JOBS_PER_CORE).
+# JOBS_PER_CORE). make test's generation records no trace of which
+# mha_ref functions each page ran (a fifth of a page's time): its
+# outputs are the same, and the next edit under make serve or make site
+# reruns every page that carries the edited file once, then traces.
+TEST_GENERATE_FLAGS ?= --no-trace
 PYTEST_JOBS ?= auto
 XDIST := -n $(PYTEST_JOBS) --dist worksteal
 # One BLAS/OpenMP thread per test process, as in generation's kernels
@@ -153,7 +158,7 @@ browser: ## install Debian's chromium for the browser tests, if missing
 	  fi; }
 
 generate: $(STAMP) ## run the page scripts (cached, in parallel)
-	$(PY) -m pipeline
+	$(PY) -m pipeline $(GENERATE_FLAGS)
 
 check: generate ## the pages agree with code and data (file:line each)
 	$(PY) -m pipeline.check

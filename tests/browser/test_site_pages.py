@@ -22,6 +22,9 @@ loaded once, offline, and looked at in four states:
   width, not on the scheme: the light scheme is not shown again here;
   on a notebook's page, whose boxes that scroll are its code cells,
   drawn alike on every notebook's page, once per test process);
+- a notebook's page is one template around its cells: the first of a
+  test process is looked at in all three states, the others in the
+  first only, where their own math, images and code are;
 - throughout: no request to another host, no failed request, no
   console error.
 
@@ -62,6 +65,7 @@ if SHOOT:  # the light phone too, when a person looks (make screenshots)
 # reads its code cells, which every notebook's page draws alike (one
 # template): it runs on the first notebook's page of each test process.
 NOTEBOOK_PHONE_AXE_DONE = []
+NOTEBOOK_STATES_DONE = []  # notebook pages seen by this test process
 
 
 def report(site_page, problems):
@@ -132,7 +136,15 @@ def test_page(site_page, site_origin, open_page):
     problems += pagecheck.raw_tex_problems(page)
     problems += pagecheck.image_problems(page)
     notebook = page_kind(html) == "notebook"
-    for viewport, schemes in STATES:
+    # every notebook's page is one template around its cells: the first
+    # of a test process is looked at in every state, the others in the
+    # first (light, desktop), where their own math, images and code are
+    states = STATES
+    if notebook:
+        if NOTEBOOK_STATES_DONE and not SHOOT:
+            states = [(DESKTOP, dict(list(STATES[0][1].items())[:1]))]
+        NOTEBOOK_STATES_DONE.append(site_page.name)
+    for viewport, schemes in states:
         page.set_viewport_size(viewport)
         for n, (scheme, rules) in enumerate(schemes.items()):
             pagecheck.set_scheme(page, scheme)
