@@ -7,11 +7,11 @@ every data file, table, figure, export and executed notebook must match
 byte for byte. Timings, dates, random seeds or absolute paths that leak
 into an output show up here, named by file. The engines' builds are not
 repeated: they only render these files (tests/engines compares the two
-engines' pages). The second run repeats the fastest two thirds of the
+engines' pages). The second run repeats the faster half of the
 pages, ranked by how long each took in this build (read from the
 build's own cache; a rank, so a busy machine changes little): every
 kind of output and every part of the pipeline is in it, and it stays
-within make test's budget. The slowest third (the trained heads, which
+within make test's budget. The slower half (the trained heads, which
 train a model; the cost, conventions, masks, positions and latent
 pages, which measure or build several models) is left out, its seeds
 fixed in its script (tests/unit/test_induction.py shows the training
@@ -32,11 +32,11 @@ from pipeline import cache
 from pipeline.generation import Project, discover
 
 ROOT = Path(__file__).resolve().parents[2]
-REPEATED = 2 / 3  # the share of the pages the second run repeats
+REPEATED = 1 / 2  # the share of the pages the second run repeats
 
 
 def left_out(project=None):
-    """The slowest third of the pages, by their time in this build (a
+    """The slower half of the pages, by their time in this build (a
     page that never ran counts as slowest)."""
     project = project or Project()
     names = [task.name for task in discover(project)]
