@@ -111,16 +111,7 @@ def qkv_shapes(q_shape, k_shape, v_shape):
 
 def mask_shape(mask_shape, scores_shape):
     """Check that a mask broadcasts to the scores (..., Tq, Tk)."""
-    mask_shape, scores_shape = tuple(mask_shape), tuple(scores_shape)
-    try:
-        full = np.broadcast_shapes(mask_shape, scores_shape)
-    except ValueError:
-        full = None
-    if full != scores_shape:
-        raise ValueError(
-            f"mask of shape {mask_shape} does not broadcast to the "
-            f"scores (..., Tq, Tk) = {scores_shape}"
-        )
+    broadcasts_to(mask_shape, scores_shape, "mask")
 
 
 def mask_dtype(dtype):

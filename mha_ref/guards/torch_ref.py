@@ -21,10 +21,19 @@ from mha_ref.guards.arrays import (
     positive_integer,
     rotary_arguments,
     rows_without_keys,
-    rule_arrays,
     upstream,
 )
 from mha_ref.guards.arrays import document_lengths as _lengths
+
+# The mask rules take positions, not tensors: their doors are numpy_ref's
+# (the same checks, the same int64 arrays returned), one definition.
+from mha_ref.guards.numpy_ref import (  # noqa: F401 (re-exported doors)
+    chunked_mask,
+    document_mask,
+    position_pairs,
+    prefix_lm_mask,
+    sliding_window_mask,
+)
 from mha_ref.guards.tensors import (
     attention_tensors,
     dot_product_attention_tensors,
@@ -120,33 +129,6 @@ def causal_mask_for_positions(query_positions, key_positions):
 def key_padding_mask(lengths, tk):
     """Lengths (B,) of ints in 1 .. tk, or a (B, Tk) bool padding mask."""
     return key_padding(lengths, tk, torch.as_tensor)
-
-
-def position_pairs(query_positions, key_positions):
-    """Positions 1-D or (B, T), whole numbers, as int64 NumPy arrays."""
-    return rule_arrays(query_positions, key_positions, ids=True)
-
-
-def sliding_window_mask(query_positions, key_positions, window, sink_tokens):
-    """Positions (whole, >= 0), window >= 1, sink_tokens >= 0."""
-    sizes = {"window": (window, 1), "sink_tokens": (sink_tokens, 0)}
-    return rule_arrays(query_positions, key_positions, **sizes)
-
-
-def chunked_mask(query_positions, key_positions, chunk):
-    """Positions (whole, >= 0) and an int chunk >= 1."""
-    return rule_arrays(query_positions, key_positions, chunk=(chunk, 1))
-
-
-def prefix_lm_mask(query_positions, key_positions, prefix):
-    """Positions (whole, >= 0) and an int prefix >= 0."""
-    return rule_arrays(query_positions, key_positions, prefix=(prefix, 0))
-
-
-def document_mask(query_documents, key_documents):
-    """Two arrays of integer document ids (1-D or (B, T)), as int64."""
-    names = ("query_documents", "key_documents")
-    return rule_arrays(query_documents, key_documents, True, names)
 
 
 def document_ids(lengths):
