@@ -6,7 +6,10 @@ called it, not every page that imports ``numpy_ref``. A file splits into
 units:
 
 - each function and method (decorators included), by its qualified
-  name (``attention``, ``MultiHeadAttention.__call__``);
+  name (``attention``, ``MultiHeadAttention.__call__``), with the
+  comment lines indented inside it after its last statement (a
+  section's end marker, a closing note): they read as its body, so an
+  edit there is an edit of the function, not of every page's skeleton;
 - the skeleton: the file with every function and method left out. The
   imports, constants and class bodies (what runs when a class is
   defined) are in it, which every run of a page that carries the file
@@ -28,6 +31,26 @@ def _start(node):
     return min([node.lineno, *(d.lineno for d in node.decorator_list)])
 
 
+def _end(node, lines):
+    """The last line of a definition: its last statement's, or that of
+    a comment indented deeper than the ``def`` that follows it (blank
+    lines between are crossed; a comment at the ``def``'s own column or
+    shallower belongs to what comes next)."""
+    end = node.end_lineno
+    i = end  # 0-based index of the line after the last statement
+    while i < len(lines):
+        stripped = lines[i].strip()
+        if not stripped:
+            i += 1
+            continue
+        indent = len(lines[i]) - len(lines[i].lstrip())
+        if not stripped.startswith("#") or indent <= node.col_offset:
+            break
+        i += 1
+        end = i
+    return end
+
+
 def units(text):
     """(skeleton, {qualname: source}) of a Python file's text."""
     lines = text.splitlines(keepends=True)
@@ -37,7 +60,7 @@ def units(text):
         for node in body:
             name = f"{prefix}{getattr(node, 'name', '')}"
             if isinstance(node, FUNCTIONS):
-                span = range(_start(node) - 1, node.end_lineno)
+                span = range(_start(node) - 1, _end(node, lines))
                 found[name] = "".join(lines[i] for i in span)
                 skipped.update(span)
             elif isinstance(node, ast.ClassDef):  # its body: the skeleton

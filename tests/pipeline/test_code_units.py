@@ -11,6 +11,10 @@ SCALE = 2
 
 def plain(x):
     return x * SCALE
+    # a note inside plain, after its last line
+
+
+# a note at the module's level
 
 
 @staticmethod
@@ -56,6 +60,17 @@ def test_fingerprint_moves_only_with_what_ran():
     assert code_units.fingerprint(body, ran) == before
     used = TEXT.replace("x * SCALE", "x * SCALE * 1")
     assert code_units.fingerprint(used, ran) != before
+    # a comment indented after plain's last line is plain's; a comment
+    # at the module's column is the skeleton's
+    trailing = TEXT.replace("inside plain", "inside plain, edited")
+    assert code_units.fingerprint(trailing, ran) != before
+    assert code_units.fingerprint(trailing, ["decorated"]) == (
+        code_units.fingerprint(TEXT, ["decorated"])
+    )
+    module = TEXT.replace("module's level", "module's level, edited")
+    assert code_units.fingerprint(module, ["decorated"]) != (
+        code_units.fingerprint(TEXT, ["decorated"])
+    )
     constant = TEXT.replace("SCALE = 2", "SCALE = 3")  # the skeleton
     assert code_units.fingerprint(constant, ran) != before
     gone = TEXT.replace("def plain", "def renamed")
