@@ -21,6 +21,7 @@ comprehension's frame) to the unit that holds its source.
 """
 
 import ast
+import functools
 import hashlib
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
@@ -51,8 +52,10 @@ def _end(node, lines):
     return end
 
 
+@functools.lru_cache(maxsize=256)  # every page's key reads the same files
 def units(text):
-    """(skeleton, {qualname: source}) of a Python file's text."""
+    """(skeleton, {qualname: source}) of a Python file's text (shared
+    between calls: read it, do not change it)."""
     lines = text.splitlines(keepends=True)
     found, skipped = {}, set()
 

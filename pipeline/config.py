@@ -25,6 +25,10 @@ INIT = f"{MHA_REF}/__init__.py"  # every notebook with mha_ref carries it
 GENERATED = f"{DOCS}/generated"  # what generation writes (not committed)
 NOTEBOOKS = "notebooks"  # under GENERATED: the executed .ipynb files
 CACHE = ".cache"  # generation's records, the formula cache
+# glue.py reads rendered figures from (and writes them to) the folder
+# this variable names, when generation sets it (scripts/glue.py)
+FIGURE_CACHE_ENV = "MHA_REF_FIGURE_CACHE"
+FIGURE_CACHE_DAYS = 14  # a figure no run drew for this long goes
 MKDOCS_YML = "mkdocs.yml"
 SITE_GLUE = "macros.py"  # mkdocs-macros' module: filters, figure()
 

@@ -96,6 +96,36 @@ class Project:
         default_cache = self.root / config.CACHE / "generated"
         self.cache = Path(self.cache or default_cache).resolve()
 
+    @property
+    def figures(self):
+        """Rendered figures by what they were drawn from (glue.py)."""
+        return self.cache.parent / "figures"
+
+
+@contextlib.contextmanager
+def figure_cache(project, force=False):
+    """Page kernels started inside find the figure cache (their glue
+    reads a figure drawn the same way before instead of laying it out
+    again); figures unused for FIGURE_CACHE_DAYS go first. ``force``:
+    no cache, every figure is drawn."""
+    name = config.FIGURE_CACHE_ENV
+    before = os.environ.get(name)
+    if force:
+        os.environ.pop(name, None)
+    else:
+        cutoff = time.time() - config.FIGURE_CACHE_DAYS * 86400
+        for old in project.figures.glob("*/*.svg"):
+            if old.stat().st_mtime < cutoff:
+                old.unlink(missing_ok=True)
+        os.environ[name] = str(project.figures)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
+
 
 @dataclass
 class Task:
@@ -494,27 +524,28 @@ def generate(
             finished.clear()
 
     groups = _groups(todo, first if together else (), late)
-    for n, group in enumerate(groups):
-        if n:  # the pages that show the edit are out: the rest follow
-            _publish(project, finished)
-            finished.clear()
-            if between is not None:
-                between()
-        running.update(t.name for t in group)
-        failed += _run(
-            project,
-            group,
-            jobs,
-            say,
-            width,
-            traceback,
-            done,
-            events,
-            kernels,
-            stop=interrupt if n else None,
-            later=later,
-            trace=trace,
-        )
+    with figure_cache(project, force):
+        for n, group in enumerate(groups):
+            if n:  # the pages that show the edit are out: the rest follow
+                _publish(project, finished)
+                finished.clear()
+                if between is not None:
+                    between()
+            running.update(t.name for t in group)
+            failed += _run(
+                project,
+                group,
+                jobs,
+                say,
+                width,
+                traceback,
+                done,
+                events,
+                kernels,
+                stop=interrupt if n else None,
+                later=later,
+                trace=trace,
+            )
     if later:  # another edit came: what ran before it may be stale too
         later += [task.name for task, _, _ in finished]
         finished.clear()

@@ -227,6 +227,82 @@ def _plain_log_ticks(fig):
                     put(Plain(inner))  # inner keeps its axis
 
 
+# The build sets this to a folder: a figure whose drawing is the same as
+# one rendered before is read back, not laid out and written again (the
+# slow part of most pages). A reader's notebook has no such folder.
+FIGURE_CACHE = "MHA_REF_FIGURE_CACHE"
+
+
+class _Digest:
+    """A file-like object that hashes what a pickler writes to it."""
+
+    def __init__(self, digest):
+        self.write = digest.update
+
+
+def _figure_key(fig):
+    """sha256 of everything the figure's SVG is made from: its artists
+    (pickled: data, styles, sizes, texts), every rcParam in force,
+    matplotlib's version and this file's text; None when the figure does
+    not pickle (a lambda formatter, say): then it is simply drawn."""
+    import hashlib
+    import pickle
+    from pathlib import Path
+
+    import matplotlib
+    from matplotlib.transforms import TransformNode
+
+    class Stable(pickle.Pickler):
+        # a transform lists its parents by id(): different in every
+        # process; the parents are pickled anyway, as the children's
+        # owners, so their number stands in for them
+        def reducer_override(self, obj):
+            if not isinstance(obj, TransformNode):
+                return NotImplemented
+            rv = obj.__reduce_ex__(4)
+            if len(rv) < 3 or not isinstance(rv[2], dict):
+                return NotImplemented
+            state = {**rv[2], "_parents": len(rv[2].get("_parents", ()))}
+            return (*rv[:2], state, *rv[3:])
+
+    digest = hashlib.sha256()
+    digest.update(matplotlib.__version__.encode())
+    digest.update(Path(__file__).read_bytes())
+    digest.update(repr(sorted(matplotlib.rcParams.items())).encode())
+    try:
+        Stable(_Digest(digest), protocol=4).dump(fig)
+    except Exception:  # unpicklable: draw it every time
+        return None
+    return digest.hexdigest()
+
+
+def _cached_svg(fig):
+    """(path in the build's figure cache or None, the SVG if there)."""
+    import os
+    from pathlib import Path
+
+    folder = os.environ.get(FIGURE_CACHE)
+    key = _figure_key(fig) if folder else None
+    if key is None:
+        return None, None
+    path = Path(folder, key[:2], f"{key}.svg")
+    try:
+        svg = path.read_text("utf-8")
+    except OSError:
+        return path, None
+    os.utime(path)  # used: kept by the build's pruning
+    return path, svg
+
+
+def _store_svg(path, svg):
+    import os
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f"{path.name}.{os.getpid()}.part")
+    partial.write_text(svg, "utf-8")
+    os.replace(partial, path)  # whole or absent, as two pages race
+
+
 def render_svg(draw, theme, figsize=(7.0, 3.2)):
     """Call ``draw(fig, theme)`` on a fresh figure; return the SVG text."""
     import matplotlib
@@ -235,12 +311,18 @@ def render_svg(draw, theme, figsize=(7.0, 3.2)):
     with matplotlib.rc_context({**BASE_RC, **theme.rc}):
         fig = Figure(figsize=figsize, layout="constrained")
         draw(fig, theme)
+        path, svg = _cached_svg(fig)
+        if svg is not None:
+            return svg
         _plain_log_ticks(fig)
         buffer = io.BytesIO()
         fig.savefig(
             buffer, format="svg", metadata={"Date": None, "Creator": None}
         )
-    return buffer.getvalue().decode("utf-8")
+    svg = buffer.getvalue().decode("utf-8")
+    if path is not None:
+        _store_svg(path, svg)
+    return svg
 
 
 # ------------------------------------------------------------ diagrams
