@@ -10,9 +10,12 @@ from mha_ref.guards import embedding as check
 
 # --8<-- [start:embed]
 def embed(token_ids, table):
-    """Row i of table for each id i: table[token_ids]."""
+    """Row i of table for each id i."""
+    # refuse bad ids or a bad table
     token_ids, table = check.embed(
-        token_ids, table
-    )  # ids in range, a (vocab, d_model) table
-    return table[token_ids]  # (..., d_model): one row per id
+        token_ids,
+        table,
+    )
+    # one row per id: (..., d_model)
+    return table[token_ids]
     # --8<-- [end:embed]

@@ -60,7 +60,7 @@ def softmax_rows(scores, axis=-1):
     """Step 3: each row of scores as weights >= 0 that sum to 1.
 
     -inf gets weight 0; a row of only -inf gets 0 everywhere. No checks
-    (softmax is this function behind its guard).
+    (the next page's `softmax` is this function behind its input check).
     """
     # shift-invariant: subtracting the row max keeps exp() <= 1; a row
     # of only -inf shifts by 0 instead, and all its exp() are 0
@@ -699,11 +699,12 @@ class MultiHeadAttention:
         def draw(*shape):
             return rng.uniform(-bound, bound, shape)
 
+        d_kv = self.n_kv_head * self.d_head  # d_model when n_kv_head = H
         # --8<-- [start:mha-init-weights]
         # one matrix holds all heads side by side; draw: random weights
-        d_kv = self.n_kv_head * self.d_head  # d_model when n_kv_head = H
         self.Wq = draw(d_model, d_model)
-        self.Wk, self.Wv = draw(d_model, d_kv), draw(d_model, d_kv)
+        self.Wk = draw(d_model, d_kv)  # d_kv = d_model here
+        self.Wv = draw(d_model, d_kv)
         self.Wo = draw(d_model, d_model)
         # --8<-- [end:mha-init-weights]
         self.bq = self.bk = self.bv = self.bo = None
@@ -752,11 +753,12 @@ class MultiHeadAttention:
         return twin
         # --8<-- [end:from-torch]
 
+    # split_heads computes h, not -1: with B = 0, -1 is unknown
     # --8<-- [start:split-heads]
     def split_heads(self, x):
         # x: (B, T, H * dh); (B, T, H_kv * dh) for K and V
         b, t, _ = x.shape
-        # the number of heads; not -1: with B = 0, -1 is unknown
+        # h = number of heads in this tensor (H for Q; H_kv for K, V later)
         h = x.shape[-1] // self.d_head
         x = x.reshape(b, t, h, self.d_head)  # (B, T, H, dh)
         return x.transpose(0, 2, 1, 3)  # (B, H, T, dh)
@@ -765,6 +767,7 @@ class MultiHeadAttention:
     # --8<-- [start:merge-heads]
     def merge_heads(self, x):
         b, h, t, dh = x.shape  # (B, H, T, dh)
+        # reshape copies into row-major order where needed (pitfall 5)
         x = x.transpose(0, 2, 1, 3)  # (B, T, H, dh)
         return x.reshape(b, t, h * dh)  # (B, T, d_model)
         # --8<-- [end:merge-heads]

@@ -640,21 +640,22 @@ class MultiHeadAttention(nn.Module):
         self.d_model, self.n_head = d_model, n_head
         self.rope, self.rope_base = rope, rope_base
         kw = {"bias": bias, "device": device, "dtype": dtype}
-        # --8<-- [start:mha-init-weights]
         d_kv = self.n_kv_head * self.d_head  # d_model when n_kv_head = H
+        # --8<-- [start:mha-init-weights]
         # nn.Linear stores its weight as (out, in) and computes x @ W.T
         self.wq = nn.Linear(d_model, d_model, **kw)
-        self.wk = nn.Linear(d_model, d_kv, **kw)
+        self.wk = nn.Linear(d_model, d_kv, **kw)  # d_kv = d_model here
         self.wv = nn.Linear(d_model, d_kv, **kw)
         self.wo = nn.Linear(d_model, d_model, **kw)
         # --8<-- [end:mha-init-weights]
         # --8<-- [end:mha-init]
 
+    # split_heads computes h, not -1: with B = 0, -1 is unknown
     # --8<-- [start:split-heads]
     def split_heads(self, x):
         # x: (B, T, H * dh); (B, T, H_kv * dh) for K and V
         b, t, _ = x.shape
-        # the number of heads; not -1: with B = 0, -1 is unknown
+        # h = number of heads in this tensor (H for Q; H_kv for K, V later)
         h = x.shape[-1] // self.d_head
         x = x.view(b, t, h, self.d_head)  # (B, T, H, dh)
         return x.transpose(1, 2)  # (B, H, T, dh)
@@ -663,6 +664,8 @@ class MultiHeadAttention(nn.Module):
     # --8<-- [start:merge-heads]
     def merge_heads(self, x):
         b, h, t, dh = x.shape  # (B, H, T, dh)
+        # contiguous: copy into row-major order so .view can reshape
+        # (pitfall 5)
         x = x.transpose(1, 2).contiguous()  # (B, T, H, dh)
         return x.view(b, t, h * dh)  # (B, T, d_model)
         # --8<-- [end:merge-heads]

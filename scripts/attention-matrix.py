@@ -88,8 +88,8 @@ checks_23 = glue.value(
 #
 # The start page draws this example's path from $X$ to $O$: one grid
 # per matrix, labelled with its shape and coloured on its own scale
-# (the weights from 0 to 1, and written in their cells), the blocked
-# cells hatched. The example starts
+# (the weights from 0 to 1; their values are printed on the page), the
+# blocked cells hatched. The example starts
 # at $Q$, $K$ and $V$, so $X$ is an empty grid of $T$ rows: its width
 # $d_\text{model}$ is whatever the model's is.
 
@@ -109,31 +109,19 @@ def draw_flow(fig, theme):
     arrow(ax, (12.1, 7.2), (2.6, 8.4), theme)
     ax.text(3.6, 7.0, "QKᵀ / √dₖ", ha="left", va="center")
     m(ax, 0, 9.2, theme, scores, label="S", below=f"{T} × {T}")
-    arrow(ax, (4.2, 11.2), (6.6, 11.2), theme, r"$+\,M$")
-    m(ax, 6.8, 9.2, theme, scores, blocked=mask, label="S + M")
-    ax.text(8.8, 13.45, f"{T} × {T}", ha="center", va="top")
-    arrow(ax, (11.0, 11.2), (13.4, 11.2), theme)
-    ax.text(12.2, 11.5, "softmax", ha="center", va="top", fontsize=6.5)
-    m(ax, 13.6, 9.2, theme, weights, blocked=mask, vmin=0, vmax=1)
-    ax.text(15.6, 8.95, "A", ha="center", va="bottom")
-    ax.text(15.6, 13.45, f"{T} × {T}", ha="center", va="top")
-    for (i, j), w in np.ndenumerate(weights):  # A's allowed weights
-        if not mask[i, j]:
-            colour = "white" if w < 0.5 else "black"
-            ax.text(
-                13.6 + j + 0.5,
-                9.2 + i + 0.5,
-                f"{w:.2f}",
-                ha="center",
-                va="center",
-                fontsize=5,
-                color=colour,
-            )
-    arrow(ax, (15.6, 14.5), (15.6, 15.9), theme)
-    ax.text(15.2, 15.2, r"$\times V$", ha="right", va="center")
+    arrow(ax, (4.2, 11.2), (6.2, 11.2), theme, r"$+\,M$")
+    m(ax, 6.4, 9.2, theme, scores, blocked=mask, label="S + M")
+    ax.text(8.4, 13.45, f"{T} × {T}", ha="center", va="top")
+    arrow(ax, (10.6, 11.2), (13.6, 11.2), theme)
+    ax.text(12.1, 11.45, "softmax", ha="center", va="top", fontsize=9.5)
+    m(ax, 13.8, 9.2, theme, weights, blocked=mask, vmin=0, vmax=1)
+    ax.text(15.8, 8.95, "A", ha="center", va="bottom")
+    ax.text(15.8, 13.45, f"{T} × {T}", ha="center", va="top")
+    arrow(ax, (15.8, 14.5), (15.8, 15.9), theme)
+    ax.text(15.4, 15.2, r"$\times V$", ha="right", va="center")
     # V joins the A x V step, round the right of S + M and A
-    ax.plot([17.6, 18.2, 18.2, 15.6], [3.4, 3.4, 15.2, 15.2], **line)
-    m(ax, 14.6, 17.0, theme, out, label="O", below=f"{T} × {d}")
+    ax.plot([17.6, 18.2, 18.2, 15.8], [3.4, 3.4, 15.2, 15.2], **line)
+    m(ax, 14.8, 17.0, theme, out, label="O", below=f"{T} × {d}")
 
 
 glue.figure(
@@ -144,8 +132,7 @@ glue.figure(
         "The data flow of one attention head on the four-token example, "
         "one grid per matrix, labelled with its shape. Each grid is "
         "coloured on its own scale, dark for its smallest value and "
-        "yellow for its largest; A's from 0 to 1, with its weights "
-        "written in its cells. X, 4 rows by "
+        "yellow for its largest; A's from 0 to 1. X, 4 rows by "
         "d_model columns, times W_Q, W_K and W_V gives Q, K and V, "
         f"each {T} by {d}. Q times K transposed over the square root of "
         f"d_k gives the scores S, {T} by {T}. Adding the mask M blocks "

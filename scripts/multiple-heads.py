@@ -59,8 +59,8 @@ total_params = glue.value("total_params", totals.pop())
 # ## Your turn: split, then merge back
 #
 # Fill $x$ with numbers that say where they sit: entry $(t, c)$ holds
-# $100\,t + c$. After `split_heads`, head $h$ should hold columns
-# $h\,d_\text{head}$ to $(h+1)\,d_\text{head} - 1$ of every position,
+# $100\,t + c$. After `split_heads`, head $i$ should hold columns
+# $i\,d_\text{head}$ to $(i+1)\,d_\text{head} - 1$ of every position,
 # and `merge_heads` should give back exactly $x$. Edit the
 # `split-heads` or `merge-heads` section above (swap the reshape and the
 # transpose, say), rerun it, then rerun this cell.
@@ -72,8 +72,8 @@ c = np.arange(d_model)[None, :]  # (1, d_model)
 x = (100 * t + c)[None].astype(float)  # (B, T, d_model)
 layer = numpy_ref.MultiHeadAttention(d_model, n_head)
 heads = layer.split_heads(x)  # (B, H, T, dh)
-for h in range(n_head):
-    print(f"head {h}:\n{heads[0, h].astype(int)}")
+for i in range(n_head):
+    print(f"head {i}:\n{heads[0, i].astype(int)}")
 back = layer.merge_heads(heads)  # (B, T, d_model)
 print("merge(split(x)) == x:", np.array_equal(back, x))
 
@@ -206,7 +206,7 @@ def draw_layer(fig, theme):
     ax = glue.diagram_axes(fig, 20.4, 27.4)
     m = glue.draw_matrix  # (ax, x, y, theme, values, ...): right edge
     arrow = glue.draw_arrow  # (ax, start, end, theme, text)
-    colours = theme.series  # head h: colours[h]
+    colours = theme.series  # head i: colours[i]
     shape = f"{fig_t} × {fig_d_model}"
     m(ax, 0, 1.4, theme, fig_x[0], label="X", below=shape)
     arrow(ax, (8.3, 3.4), (11.7, 3.4), theme)
@@ -215,13 +215,13 @@ def draw_layer(fig, theme):
     m(ax, 12, 1.4, theme, q_heads, label=f"Q (K, V alike) {shape}")
     out_scale = np.abs(fig_heads).max()  # O0, O1, merged: one scale
     shared = {"vmin": -out_scale, "vmax": out_scale}
-    small = {"fontsize": 7}
-    for h in range(fig_n_head):
-        top = 8.6 + 6.6 * h
-        block = (fig_t, dh)  # head h's columns of Q, then its steps
-        m(ax, 12 + h * dh, 1.4, theme, shape=block, outline=colours[h])
-        scores = f"softmax($Q_{h}K_{h}^T$/√$d_k$)"
-        if h == 0:  # straight down into A0
+    small = {"fontsize": 9}
+    for i in range(fig_n_head):
+        top = 8.6 + 6.6 * i
+        block = (fig_t, dh)  # head i's columns of Q, then its steps
+        m(ax, 12 + i * dh, 1.4, theme, shape=block, outline=colours[i])
+        scores = f"softmax($Q_{i}K_{i}^T$/√$d_k$)"
+        if i == 0:  # straight down into A0
             arrow(ax, (14, 5.6), (14, top - 0.2), theme)
             ax.text(14.3, 7.1, "split,\n" + scores, va="center", **small)
         else:  # down the right side, then left into A1
@@ -242,30 +242,30 @@ def draw_layer(fig, theme):
             12,
             top,
             theme,
-            fig_weights[0, h],
+            fig_weights[0, i],
             blocked=fig_mask,
             vmin=0,
             vmax=1,
-            outline=colours[h],
-            below=f"head {h}: A{h} {fig_t} × {fig_t}",
+            outline=colours[i],
+            below=f"head {i}: A{i} {fig_t} × {fig_t}",
         )
-        arrow(ax, (11.8, top + 2), (8.2, top + 2), theme, f"× V{h}")
+        arrow(ax, (11.8, top + 2), (8.2, top + 2), theme, f"× V{i}")
         m(
             ax,
             4,
             top,
             theme,
-            fig_heads[0, h],
-            outline=colours[h],
-            below=f"O{h} {fig_t} × {dh}",
+            fig_heads[0, i],
+            outline=colours[i],
+            below=f"O{i} {fig_t} × {dh}",
             **shared,
         )
     arrow(ax, (3.8, 10.6), (2, 21.6), theme)
     arrow(ax, (8.5, 19.4), (7.4, 21.9), theme)
     ax.text(0.2, 16.5, "concatenate", ha="left", va="center", rotation=90)
     m(ax, 0, 22.2, theme, fig_concat[0], **shared)
-    for h in range(fig_n_head):  # each head's block, side by side
-        m(ax, h * dh, 22.2, theme, shape=(fig_t, dh), outline=colours[h])
+    for i in range(fig_n_head):  # each head's block, side by side
+        m(ax, i * dh, 22.2, theme, shape=(fig_t, dh), outline=colours[i])
     ax.text(4, 26.45, f"merged {shape}", ha="center", va="top")
     arrow(ax, (8.3, 24.2), (11.7, 24.2), theme, r"$\times W_O$")
     m(ax, 12, 22.2, theme, fig_y[0], below=f"output {shape}")
@@ -282,7 +282,7 @@ glue.figure(
         f"and V, each {fig_t} by {fig_d_model}, whose columns are cut "
         f"into {fig_n_head} blocks of {dh}, one per head. Each head "
         f"computes its own causal weights A ({fig_t} by {fig_t}, the "
-        f"future hatched) from its own block of Q and K, softmax(Q_h K_h^T "
+        f"future hatched) from its own block of Q and K, softmax(Q_i K_i^T "
         f"/ sqrt(d_k)), and its output O = A V ({fig_t} by {dh}). The "
         "heads' outputs are concatenated side by side back to "
         f"{fig_t} by {fig_d_model}, and W_O maps that to the output, "
