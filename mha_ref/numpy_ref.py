@@ -322,9 +322,9 @@ def attention_backward(
         dsinks = mod.sinks_backward(p_sink, delta)  # (H,)
     # --8<-- [end:attention-backward-sinks]
     # --8<-- [start:attention-backward-dq-dk]
-    # divide by sqrt(d_k): dL/d(Q K^T); a soft-cap, if set, first
+    # the forward's scale, backwards: d_scores becomes dS / sqrt(d_k)
     d_scores = mod.scores_backward(d_scores, q, k)  # (..., Tq, Tk)
-    # dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k) (or a custom scale)
+    # so dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k)
     dq = d_scores @ k  # (..., Tq, d)
     dk = np.swapaxes(d_scores, -2, -1) @ q  # (..., Tk, d)
     # --8<-- [end:attention-backward-dq-dk]
@@ -848,23 +848,25 @@ class MultiHeadAttention:
             self.merge_heads(out), self.Wo, dy
         )  # (d_model, d_model), (d_model,), (B, Tq, d_model)
         # --8<-- [end:mha-backward-output]
-        # --8<-- [start:mha-backward-heads]
+        # --8<-- [start:mha-backward-split]
         # merge_heads is a transpose then a reshape; split_heads undoes
         # both, so it carries the gradient back: (B, Tq, d_model) to heads
         d_out = self.split_heads(d_merged)  # (B, H, Tq, dh)
         # with grouped heads (a later page), dk and dv sum over a group
         dq, dk, dv = attention_backward(q, k, v, d_out, mask)
+        # --8<-- [end:mha-backward-split]
         # --8<-- [start:mha-backward-rope]
         if self.rope:  # R(angle)^T = R(-angle): turn the gradients back
             back = -np.asarray(positions, np.float64)  # (T,): any int type
             dq = apply_rope(dq, back, self.rope_base)  # (B, H, T, dh)
             dk = apply_rope(dk, back, self.rope_base)  # (B, H_kv, T, dh)
         # --8<-- [end:mha-backward-rope]
+        # --8<-- [start:mha-backward-merge]
         # and merge_heads carries split_heads' gradient back
         dq = self.merge_heads(dq)  # (B, Tq, d_model)
         dk = self.merge_heads(dk)  # (B, Tk, H_kv * dh)
         dv = self.merge_heads(dv)  # (B, Tk, H_kv * dh)
-        # --8<-- [end:mha-backward-heads]
+        # --8<-- [end:mha-backward-merge]
         # --8<-- [start:mha-backward-projections]
         # Q = X Wq + bq: dWq = X^T dQ, dX = dQ Wq^T; K and V alike
         grads["Wq"], grads["bq"], dx = linear_backward(x, self.Wq, dq)

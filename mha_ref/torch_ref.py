@@ -303,9 +303,9 @@ def attention_backward(
         dsinks = mod.sinks_backward(p_sink, delta)  # (H,)
     # --8<-- [end:attention-backward-sinks]
     # --8<-- [start:attention-backward-dq-dk]
-    # divide by sqrt(d_k): dL/d(Q K^T); a soft-cap, if set, first
+    # the forward's scale, backwards: d_scores becomes dS / sqrt(d_k)
     d_scores = mod.scores_backward(d_scores, q, k)  # (..., Tq, Tk)
-    # dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k) (or a custom scale)
+    # so dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k)
     dq = d_scores @ k  # (..., Tq, d)
     dk = d_scores.transpose(-2, -1) @ q  # (..., Tk, d)
     # --8<-- [end:attention-backward-dq-dk]
@@ -767,11 +767,13 @@ def library_version(module):
         dtype=weight.dtype,
     )
     with torch.no_grad():
+        # --8<-- [start:library-copy]
         # Q, K, V stacked row-wise into one (3 d_model, d_model) matrix
         library.in_proj_weight.copy_(
             torch.cat([module.wq.weight, module.wk.weight, module.wv.weight])
         )
         library.out_proj.weight.copy_(module.wo.weight)
+        # --8<-- [end:library-copy]
         if has_bias:
             library.in_proj_bias.copy_(
                 torch.cat([module.wq.bias, module.wk.bias, module.wv.bias])

@@ -438,6 +438,7 @@ def draw(fig, theme):
     series = list(itertools.product(devices, DTYPES))
     width = 0.8 / len(series)
     floor = 1e-18
+    labels = []  # each bar's value, right of its bar
     for s, (device, dtype) in enumerate(series):
         heights = [
             max(
@@ -458,12 +459,14 @@ def draw(fig, theme):
             label=f"{dtype}" + (f" ({device})" if cuda else ""),
         )
         for y_pos, h in zip(ys, heights, strict=True):
-            ax.text(
-                max(h, floor) * 2.5,
-                y_pos,
-                "0" if h == 0 else fmt(h, 2),
-                va="center",
-                fontsize=7,
+            labels.append(
+                ax.text(
+                    max(h, floor) * 2.5,
+                    y_pos,
+                    "0" if h == 0 else fmt(h, 2),
+                    va="center",
+                    fontsize=7,
+                )
             )
     for dtype in DTYPES:
         tol = tolerance[dtype]
@@ -491,6 +494,14 @@ def draw(fig, theme):
     fig.legend(  # below the axes: inside, it would sit on the bars
         loc="outside lower center", ncols=1, fontsize=8
     )
+    # a value that would cross a dashed tolerance line starts right of it
+    fig.draw_without_rendering()  # the final layout, to measure the text
+    to_data = ax.transData.inverted()
+    for label in labels:
+        for tol in sorted(tolerance[d] for d in DTYPES):
+            box = label.get_window_extent().transformed(to_data)
+            if box.x0 < tol < box.x1:
+                label.set_x(tol * 2.5)
 
 
 cpu64 = [r for r in rows if r["device"] == "cpu" and r["dtype"] == "float64"]
