@@ -24,6 +24,8 @@ import ast
 import functools
 import hashlib
 
+from pipeline import memo
+
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
@@ -90,14 +92,21 @@ def digest(text):
 def fingerprint(text, ran):
     """What a run that executed the units ``ran`` read of this file: the
     skeleton's digest and each unit's (None: the unit is gone)."""
+    digests = memo.fact("unit digests", text, _digests)
+    if "unparsable" in digests:  # unparsable now: the run must be redone
+        return digests
+    return {
+        "skeleton": digests["skeleton"],
+        "ran": {name: digests["units"].get(name) for name in sorted(ran)},
+    }
+
+
+def _digests(text):
     try:
         skeleton, found = units(text)
-    except SyntaxError:  # unparsable now: the run must be redone
+    except SyntaxError:
         return {"unparsable": digest(text)}
     return {
         "skeleton": digest(skeleton),
-        "ran": {
-            name: digest(found[name]) if name in found else None
-            for name in sorted(ran)
-        },
+        "units": {name: digest(source) for name, source in found.items()},
     }

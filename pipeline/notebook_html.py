@@ -34,7 +34,7 @@ import posixpath
 import re
 from pathlib import Path
 
-from pipeline import config
+from pipeline import config, memo
 
 DONE = '<meta name="mha-notebook" content="slim">'
 ARTICLE = re.compile(r"(<article\b.*?</article>)", re.S)
@@ -138,6 +138,7 @@ def slim_notebook_pages(site, notebooks):
             for s in ("light", "dark")
         )
     }
+    shown = json.dumps(sorted(figures.items()))  # what slimming reads
     for page in notebook_pages(site):
         text = page.read_text(encoding="utf-8")
         if DONE in text:
@@ -149,7 +150,13 @@ def slim_notebook_pages(site, notebooks):
             raise ValueError(f"{page}: no <article> to slim")
         slim = (
             text[: found.start()]
-            + slim_article(found[1], figures, figure_dir)
+            + memo.long_fact(  # the same article slims the same way
+                "slim notebook article",
+                f"{figure_dir}\n{shown}\n{found[1]}",
+                lambda _, a=found[1], d=figure_dir: slim_article(
+                    a, figures, d
+                ),
+            )
             + text[found.end() :]
         )
         slim = slim.replace("</head>", f"{DONE}</head>", 1)

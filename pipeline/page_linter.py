@@ -25,6 +25,7 @@ through, or report it without the page line:
 
 import ast
 import difflib
+import hashlib
 import re
 import sys
 import traceback
@@ -32,7 +33,7 @@ from pathlib import Path
 
 import jinja2
 
-from pipeline import config
+from pipeline import config, memo
 from pipeline.page_data import variable
 from pipeline.pages import (
     ANY_INCLUDE,
@@ -45,6 +46,7 @@ from pipeline.pages import (
 from pipeline.typeset_math import FORMULA_CACHE, MathError, Typesetter
 
 ROOT = config.ROOT
+TEMPLATES = ROOT / config.CACHE / "templates"  # pages' compiled Jinja
 # Fences that may hold text typed on the page: commands and examples of
 # the page syntax itself. Any other fence must only include code.
 TYPED_LANGS = {"sh", "bash", "console", "text", "markdown"}
@@ -127,28 +129,36 @@ def _shown(value):
     return value
 
 
-def render(text, data):
-    """A page as mkdocs-macros renders it (strict), with the same data."""
+def render(text, data, name="page"):
+    """A page as mkdocs-macros renders it (strict), with the same data.
+    Its compiled template is kept in .cache/templates, by its text."""
     glue = config.site_glue()  # macros.py: the filters, figure()
+    delimiters = config.template_delimiters()  # mkdocs.yml's, as macros
+    settings = hashlib.sha256(repr(sorted(delimiters.items())).encode())
     env = jinja2.Environment(
         finalize=_shown,
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
-        **config.template_delimiters(),  # mkdocs.yml's, as macros uses
+        # a page's name with the settings its code is compiled for:
+        # another text under that name is compiled again (jinja2 checks)
+        loader=jinja2.FunctionLoader(lambda _: text),
+        bytecode_cache=jinja2.FileSystemBytecodeCache(str(TEMPLATES)),
+        **delimiters,
     )
     env.filters.update(glue.FILTERS)
     env.globals["figure"] = lambda name: glue.figure(data, name)
     env.globals["glossary"] = lambda: glue.glossary_table(
         glue.glossary_entries(config.glossary_file())
     )
-    return env.from_string(text).render(**data)
+    template = env.get_template(f"{name} {settings.hexdigest()[:16]}")
+    return template.render(**data)
 
 
 def rendered_pages(root, data):
     """(page, rendered text or None, problem or None) of each page."""
     for page, text in pages(root):
         try:
-            yield page, render(text, data), None
+            yield page, render(text, data, page), None
         except jinja2.TemplateSyntaxError as exc:
             yield page, None, Problem(page, exc.lineno, str(exc))
         except Exception as exc:  # UndefinedError, a filter's TypeError
@@ -301,8 +311,19 @@ def _glued_literals(prefix, script):
     """Dotted names a page script glues as literals, or as names bound
     to literals: its inputs (``glue.value(name, value)`` calls read from
     the script's syntax; a dict literal is read key by key)."""
+    text = script.read_text(encoding="utf-8")
+    return set(
+        memo.fact(
+            f"literals glued as {prefix}",
+            text,
+            lambda t: sorted(_find_glued_literals(prefix, t)),
+        )
+    )
+
+
+def _find_glued_literals(prefix, text):
     try:
-        tree = ast.parse(script.read_text(encoding="utf-8"))
+        tree = ast.parse(text)
     except SyntaxError:
         return set()
     bound = {}  # module-level name -> the expression bound to it
@@ -524,8 +545,17 @@ def glued_names(script):
     """The names a page script glues, read from its syntax; None when a
     name is computed (an f-string, a variable): then nobody can say."""
     try:
-        tree = ast.parse(Path(script).read_text(encoding="utf-8"))
-    except (OSError, SyntaxError):
+        text = Path(script).read_text(encoding="utf-8")
+    except OSError:
+        return None
+    names = memo.fact("glued names", text, _find_glued_names)
+    return None if names is None else set(names)
+
+
+def _find_glued_names(text):
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:
         return None
     names = set()
     for node in ast.walk(tree):
@@ -536,7 +566,7 @@ def glued_names(script):
             if not isinstance(name, ast.Constant):
                 return None
             names.add(name.value)
-    return names
+    return sorted(names)
 
 
 def check_placeholder_names(root):

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline import config
+from pipeline import config, memo
 
 # --8<-- "mha_ref/numpy_ref.py:attention", at any indentation
 INCLUDE = re.compile(
@@ -213,6 +213,13 @@ GUARDS = "guards"  # mha_ref/guards/: one door per public function
 @functools.cache
 def _mha_imports(source, package=config.MHA_REF):
     """The mha_ref modules a Python source (or a notebook) imports."""
+    kind = f"imports of {package}"
+    return frozenset(
+        memo.fact(kind, source, lambda s: sorted(_find_imports(s, package)))
+    )
+
+
+def _find_imports(source, package):
     found = set()
     try:
         nodes = _nodes(source)
@@ -277,18 +284,29 @@ def _named_files(root, source):
     """Repository files a script names by a string literal of their path
     (the committed benchmark report, say): carried with the notebook."""
     found = set()
+    for value in memo.fact("path-like strings", source, _path_like):
+        path = Path(root, value)
+        if path.is_file() and not value.startswith("mha_ref/"):
+            found.add(value)
+    return sorted(found)
+
+
+def _path_like(source):
+    """The string literals of a source that could be a file's path."""
     try:
         nodes = _nodes(source)
     except SyntaxError:  # syntax_problems names it
         return []
-    for node in nodes:
-        value = getattr(node, "value", None)
-        literal = isinstance(node, ast.Constant) and isinstance(value, str)
-        if literal and "/" in value and len(value) < 200:
-            path = Path(root, value)
-            if path.is_file() and not value.startswith("mha_ref/"):
-                found.add(value)
-    return sorted(found)
+    return sorted(
+        {
+            node.value
+            for node in nodes
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and "/" in node.value
+            and len(node.value) < 200
+        }
+    )
 
 
 # ---------------------------------------------- mistakes found beforehand
@@ -338,9 +356,15 @@ def syntax_problems(root, files):
 
 @functools.cache  # every page carries numpy_ref: compile each text once
 def _syntax_error(source, relative):
-    """(line, message) of the first syntax error of ``source``, or None."""
-    try:
-        compile(source, relative, "exec", dont_inherit=True)
-    except SyntaxError as exc:
-        return exc.lineno or 0, f"{type(exc).__name__}: {exc.msg}"
-    return None
+    """(line, message) of the first syntax error of ``source``, or None
+    (a text that compiled in an earlier run is not compiled again)."""
+
+    def first_error(text):
+        try:
+            compile(text, relative, "exec", dont_inherit=True)
+        except SyntaxError as exc:
+            return [exc.lineno or 0, f"{type(exc).__name__}: {exc.msg}"]
+        return None
+
+    found = memo.fact("syntax error", source, first_error)
+    return tuple(found) if found else None
