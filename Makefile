@@ -96,7 +96,7 @@ XDIST := -n $(PYTEST_JOBS) --dist worksteal
 ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 NO_BUILD := tests/unit mha_ref tests/pipeline/test_pipeline.py \
 	tests/pipeline/test_serve.py tests/pipeline/test_code_units.py \
-	tests/pipeline/test_jupyter_cache_hook.py
+	tests/pipeline/test_jupyter_cache_hook.py tests/pipeline/test_memo.py
 SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
 BESIDE_THE_BUILD := mkdir -p build; \

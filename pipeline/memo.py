@@ -49,6 +49,7 @@ def version():
 
 _facts = None  # {key: [day last asked, answer]}, loaded on first use
 _dirty = False
+_registered = []  # save, once registered with atexit
 
 
 def _path():
@@ -64,7 +65,9 @@ def _load():
             stored = {}
         same = stored.get("version") == version()
         _facts = stored.get("facts", {}) if same else {}
-        atexit.register(save)
+        if save not in _registered:
+            atexit.register(save)
+            _registered.append(save)
     return _facts
 
 
