@@ -73,7 +73,10 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 # keeps one core busy while the other is soon idle; their report follows
 # the build's. They run at a lower priority (nice): the pages take the
 # cores first, so the slowest page starts its long run alone sooner, and
-# the units fill the core it leaves; they run on two workers, a module
+# the units fill the core it leaves. They run in a copy of the tree with
+# CONTRIBUTING's walkthrough code added (tests/docs/walkthrough_tree.py):
+# one run shows the tree's units pass and the guide's new module passes
+# the whole unit suite. They run on two workers, a module
 # to a worker (loadfile: a module's warm kernels start once), so once
 # the build is done they fill both cores. Once generated and checked, the two
 # engines build side by side (each is one process), each one's log
@@ -100,8 +103,9 @@ NO_BUILD := tests/unit mha_ref tests/pipeline/test_pipeline.py \
 SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
 BESIDE_THE_BUILD := mkdir -p build; \
-	$(ONE_THREAD) nice -n 10 $(PY) -m pytest -q -p no:cacheprovider \
-	  -n 2 --dist loadfile --durations=8 $(NO_BUILD) >$(UNIT_LOG) 2>&1
+	$(ONE_THREAD) nice -n 10 $(PY) -m tests.docs.walkthrough_tree -q \
+	  -p no:cacheprovider -n 2 --dist loadfile --durations=8 $(NO_BUILD) \
+	  >$(UNIT_LOG) 2>&1
 UNITS_REPORT := echo "--- unit tests, run beside the build ($(UNIT_LOG)):"; \
 	cat $(UNIT_LOG)
 

@@ -135,6 +135,11 @@ def render(text, data, name="page"):
     glue = config.site_glue()  # macros.py: the filters, figure()
     delimiters = config.template_delimiters()  # mkdocs.yml's, as macros
     settings = hashlib.sha256(repr(sorted(delimiters.items())).encode())
+    try:
+        TEMPLATES.mkdir(parents=True, exist_ok=True)
+        compiled = jinja2.FileSystemBytecodeCache(str(TEMPLATES))
+    except OSError:  # a read-only checkout: compiled every time
+        compiled = None
     env = jinja2.Environment(
         finalize=_shown,
         undefined=jinja2.StrictUndefined,
@@ -142,7 +147,7 @@ def render(text, data, name="page"):
         # a page's name with the settings its code is compiled for:
         # another text under that name is compiled again (jinja2 checks)
         loader=jinja2.FunctionLoader(lambda _: text),
-        bytecode_cache=jinja2.FileSystemBytecodeCache(str(TEMPLATES)),
+        bytecode_cache=compiled,
         **delimiters,
     )
     env.filters.update(glue.FILTERS)

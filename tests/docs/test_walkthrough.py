@@ -4,7 +4,8 @@ The files its steps show (the code, its unit test, the page script,
 the page) and its nav line go into a copy of the repository, with the
 generated outputs of this build (every other page cached); then the
 loop of ``make serve`` (serve.Watcher) sees the edit, runs the new page
-alone and finds the pages in agreement; the new unit test passes; the
+alone and finds the pages in agreement (its unit test, with the whole
+unit suite, runs in make test's unit run: walkthrough_tree.py); the
 two things derived from the nav (the start page's map, the README's
 counts) are named by their checks exactly as the guide says, and pass
 once done as told.
@@ -16,8 +17,6 @@ it after building; one kernel runs.
 import json
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -41,20 +40,6 @@ NAV = re.compile(
     r"under the part of `nav:` it belongs to \(here `(?P<part>[^`]+):`"
 )
 COPIED = ("docs", "mha_ref", "scripts", "pipeline", "overrides", "tests/unit")
-# The unit tests that read mha_ref as a whole (every module, every public
-# function), which a new module can break; every other unit test imports
-# the modules it names, so the new page's own test and these are the
-# unit suite as the new module sees it (held below).
-WHOLE_PACKAGE = (
-    "tests/unit/test_public_functions_property.py"
-    "::test_every_public_function_has_an_entry",
-)
-# what reading the package as a whole looks like in a test: listing its
-# modules or its files (a test that only knows where the package lies,
-# to tell its frames from others, reads no module it does not name)
-READS_PACKAGE = re.compile(
-    r"pkgutil|iter_modules|walk_packages|__path__|\.r?glob\("
-)
 
 
 def steps(guide):
@@ -75,16 +60,35 @@ def add_nav_line(mkdocs_yml, part, line):
     return "\n".join(lines)
 
 
-def test_the_walkthrough_runs_each_unit_test_that_reads_the_package():
-    readers = sorted(
-        str(path.relative_to(ROOT))
-        for path in (ROOT / "tests/unit").rglob("*.py")
-        if READS_PACKAGE.search(path.read_text(encoding="utf-8"))
+def test_the_whole_unit_suite_runs_where_the_walkthrough_was_followed(
+    tmp_path,
+):
+    """make test's unit tests (beside the build) run in a copy with the
+    walkthrough's code and unit test added (walkthrough_tree.py): the
+    new module meets the whole unit suite on every make test."""
+    from tests.docs import walkthrough_tree
+
+    makefile = (ROOT / "Makefile").read_text(encoding="utf-8")
+    beside = re.search(
+        r"^BESIDE_THE_BUILD := (.*?)(?<!\\)$", makefile, re.M | re.S
     )
-    run = sorted({test.split("::")[0] for test in WHOLE_PACKAGE})
-    assert readers == run, (
-        "a unit test module that reads mha_ref as a whole is not run by "
-        f"the walkthrough (WHOLE_PACKAGE): {sorted(set(readers) - set(run))}"
+    assert beside, "no BESIDE_THE_BUILD in the Makefile"
+    assert "-m tests.docs.walkthrough_tree " in beside[1]
+    assert "$(NO_BUILD)" in beside[1]
+    units = re.search(r"^NO_BUILD := (.*?)[^\\]$", makefile, re.M | re.S)
+    assert "tests/unit" in units[0].split()
+
+    added = walkthrough_tree.prepare(tmp_path / "repo")
+    assert added == ["mha_ref/rms.py", "tests/unit/test_rms.py"]
+    assert "def rms_norm" in (tmp_path / "repo/mha_ref/rms.py").read_text()
+    assert (
+        tmp_path / "repo/tests/unit/test_public_functions_property.py"
+    ).is_file()
+    # a guide whose steps moved or lost their form adds nothing: the
+    # unit run then refuses to start (main returns 2), never passes
+    # without the walkthrough's module
+    assert (
+        walkthrough_tree.prepare(tmp_path / "other", guide="# no steps") == []
     )
 
 
@@ -156,22 +160,8 @@ def test_walkthrough_adds_a_page_under_make_serve(copy):
         assert (copy.out / f"figures/rms-bars-{scheme}.svg").is_file()
     assert (copy.out / "notebooks/rms.ipynb").is_file()
 
-    unit = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "tests/unit/test_rms.py",
-            *WHOLE_PACKAGE,
-        ],
-        cwd=root,
-        capture_output=True,
-        text=True,
-    )
-    assert unit.returncode == 0, unit.stdout[-2000:]
+    # its unit test, with the whole unit suite, runs in make test's unit
+    # run, in a copy with the walkthrough's code added (walkthrough_tree)
 
     # what the nav implies, named exactly, then done as told
     (row,) = map_problems(root)
