@@ -193,6 +193,11 @@ summary = glue.value(
 )
 glue.value("rows_sum_to_one", row_error["float32"])
 glue.value("rows_sum_to_one_float64", row_error["float64"])
+# the float32 row-sum error in float32 epsilons (the gap between 1 and
+# the next float32): one or two roundings of the softmax's division
+glue.value(
+    "rows_sum_in_eps", row_error["float32"] / float(np.finfo("float32").eps)
+)
 glue.value("future_weight", future)
 
 # %% [markdown]
