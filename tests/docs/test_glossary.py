@@ -10,7 +10,7 @@ the glossary page lists the same file (macros.py, ``glossary()``).
 - every term is used on some page (its text, not code or math), so no
   entry outlives the pages;
 - on the built site, the first use of every term in the text (not code,
-  math or headings, nor inside a longer term's mark: "mask" in "causal
+  quoted program output, math or headings, nor inside a longer term's mark: "mask" in "causal
   mask") of each page of the path (Start here to the
   backward pages: the nav before Going further) sits inside an <abbr>
   carrying the definition.
