@@ -10,10 +10,11 @@ the glossary page lists the same file (macros.py, ``glossary()``).
 - every term is used on some page (its text, not code or math), so no
   entry outlives the pages;
 - on the built site, the first use of every term in the text (not code,
-  quoted program output, math or headings, nor inside a longer term's mark: "mask" in "causal
-  mask") of each page of the path (Start here to the
+  quoted program output, math or headings, nor inside a longer term:
+  "mask" in "causal mask") of each page of the path (Start here to the
   backward pages: the nav before Going further) sits inside an <abbr>
-  carrying the definition.
+  carrying the definition; later uses need none (the post-build step
+  keeps a term's tooltip at its first use only).
 """
 
 import os
@@ -145,11 +146,18 @@ def first_use_problems(terms, pages):
         parser.feed(html)
         for term, definition in terms:
             pattern = term_pattern(term)
+            # a longer term holding this one ("causal mask" for "mask")
+            # is marked as itself, or, repeated, not at all
+            longer = [
+                term_pattern(other)
+                for other, _ in terms
+                if other != term and pattern.search(other)
+            ]
             first = next(
                 (
                     t
                     for data, t in parser.nodes
-                    if pattern.search(data)
+                    if pattern.search(_without(longer, data))
                     # inside a longer term's abbr ("causal mask"), abbr
                     # rightly marks the longer term, not "mask"
                     and not _longer(term_of.get(t), term)
@@ -166,6 +174,13 @@ def first_use_problems(terms, pages):
                     "auto_append) and abbr on?"
                 )
     return problems
+
+
+def _without(patterns, text):
+    """``text`` with every match of ``patterns`` blanked out."""
+    for pattern in patterns:
+        text = pattern.sub(" ", text)
+    return text
 
 
 def _longer(other, term):
@@ -340,6 +355,19 @@ def test_code_output_and_repetitions_lose_their_tooltips():
         "bad.md": f"<article>{out}<p>the mask</p></article>",
     }
     assert first_use_problems(terms, pages) == [
+        "bad.md: the first 'mask' carries no tooltip: is the glossary "
+        "appended (mkdocs.yml, auto_append) and abbr on?"
+    ]
+
+
+def test_a_repeated_longer_term_is_no_use_of_the_shorter():
+    terms = [("mask", "Blocks pairs."), ("causal mask", "Blocks the future.")]
+    causal = '<abbr title="Blocks the future.">causal mask</abbr>'
+    html = {
+        "good.md": f"<article>a {causal}, a causal mask</article>",
+        "bad.md": f"<article>a {causal}, a causal mask, a mask</article>",
+    }
+    assert first_use_problems(terms, html) == [
         "bad.md: the first 'mask' carries no tooltip: is the glossary "
         "appended (mkdocs.yml, auto_append) and abbr on?"
     ]
