@@ -260,9 +260,9 @@ if not np.allclose(fig_y, fig_layer(fig_x, fig_mask)[0]):
 
 
 def draw_layer(fig, theme):
-    # text a little larger than the site's 10 pt: the figure is drawn
-    # wider than a phone's column, so it shrinks there
-    with matplotlib.rc_context({"font.size": 12.5}):
+    # text a little larger than the site's 10 pt; the figure is as wide
+    # as a phone's column (figures are shown at their own size)
+    with matplotlib.rc_context({"font.size": 11}):
         draw_layer_steps(fig, theme)
 
 
@@ -279,7 +279,7 @@ def draw_layer_steps(fig, theme):
     m(ax, 12, 1.4, theme, q_heads, label=f"Q (K, V alike) {shape}")
     out_scale = np.abs(fig_heads).max()  # O0, O1, merged: one scale
     shared = {"vmin": -out_scale, "vmax": out_scale}
-    small = {"fontsize": 11}
+    small = {"fontsize": 10}
     for i in range(fig_n_head):
         top = 8.6 + 6.6 * i
         block = (fig_t, dh)  # head i's columns of Q, then its steps
@@ -338,7 +338,7 @@ def draw_layer_steps(fig, theme):
 glue.figure(
     "heads-layer",
     draw_layer,
-    figsize=(4.4, 5.95),
+    figsize=(3.7, 5.0),
     alt=(
         f"The whole layer on {fig_t} positions, d_model = {fig_d_model}, "
         f"{fig_n_head} heads, one grid per matrix coloured by its values. "
