@@ -193,6 +193,11 @@ summary = glue.value(
 )
 glue.value("rows_sum_to_one", row_error["float32"])
 glue.value("rows_sum_to_one_float64", row_error["float64"])
+# the float32 row-sum error in float32 epsilons (the gap between 1 and
+# the next float32): one or two roundings of the softmax's division
+glue.value(
+    "rows_sum_in_eps", row_error["float32"] / float(np.finfo("float32").eps)
+)
 glue.value("future_weight", future)
 
 # %% [markdown]
@@ -413,8 +418,8 @@ glue.value("library_minus_sdpa", library_minus_sdpa)
 # ## The largest difference per pair
 #
 # One bar per implementation pair and dtype: the worst case over the
-# five masks and both bias settings, on a log scale, with each dtype's
-# tolerance as a dashed line.
+# five masks and both bias settings, on a log scale; one panel per
+# dtype, each with its own tolerance as a dashed line.
 
 # %%
 verdict = (
@@ -432,76 +437,85 @@ def power_of_ten(value, _position):
 
 
 def draw(fig, theme):
-    # horizontal bars, one group per pair, top to bottom: the labels
-    # sit on the left and the figure fits a phone's column
-    ax = fig.subplots()
-    series = list(itertools.product(devices, DTYPES))
-    width = 0.8 / len(series)
-    floor = 1e-18
-    labels = []  # each bar's value, right of its bar
-    for s, (device, dtype) in enumerate(series):
-        heights = [
-            max(
-                r["max_abs_diff"]
-                for bias in (False, True)
-                for r in cases[pair, device, dtype, bias].values()
-            )
-            for pair in PAIRS
-        ]
-        ys = np.arange(len(PAIRS)) + (s - (len(series) - 1) / 2) * width
-        colour = theme.series[DTYPES.index(dtype)]
-        ax.barh(
-            ys,
-            [max(h, floor) for h in heights],
-            width * 0.9,
-            color=colour,
-            hatch="//" if device == "cuda" else None,
-            label=f"{dtype}" + (f" ({device})" if cuda else ""),
-        )
-        for y_pos, h in zip(ys, heights, strict=True):
-            labels.append(
-                ax.text(
-                    max(h, floor) * 2.5,
-                    y_pos,
-                    "0" if h == 0 else fmt(h, 2),
-                    va="center",
-                    fontsize=7,
-                )
-            )
-    for dtype in DTYPES:
+    # one panel per dtype, each with its own tolerance: a dashed line,
+    # and the fail side right of it shaded; horizontal bars, one per
+    # pair, top to bottom, so the labels sit on the left and the figure
+    # fits a phone's column. Each bar's value is written inside its end,
+    # on the pass side of the line.
+    axes = fig.subplots(len(DTYPES), 1)
+    width = 0.8 / len(devices)
+    for ax, dtype in zip(axes, DTYPES, strict=True):
         tol = tolerance[dtype]
         colour = theme.series[DTYPES.index(dtype)]
-        ax.axvline(
-            tol,
-            ls="--",
-            lw=1.2,
-            color=colour,
-            label=f"{dtype} tolerance {fmt(tol)}",
+        # the same span of powers of ten in both panels: 7 below the
+        # tolerance, 2 above it
+        left, right = tol / 1e7, tol * 1e2
+        ax.axvspan(tol, right, color=theme.muted, alpha=0.18, lw=0)
+        ax.text(
+            tol * 10,
+            (len(PAIRS) - 1) / 2,
+            "fail",
+            ha="center",
+            va="center",
+            fontsize=9,
         )
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(power_of_ten)
-    ax.set_xlim(floor / 2, 1)  # room right of the bars for their values
-    ax.set_yticks(
-        range(len(PAIRS)),
-        [PAIR_LABELS[p].replace("Multihead", "Multihead-\n") for p in PAIRS],
+        ax.axvline(tol, ls="--", lw=1.4, color=theme.text)
+        for d, device in enumerate(devices):
+            heights = [
+                max(
+                    r["max_abs_diff"]
+                    for bias in (False, True)
+                    for r in cases[pair, device, dtype, bias].values()
+                )
+                for pair in PAIRS
+            ]
+            ys = np.arange(len(PAIRS)) + (d - (len(devices) - 1) / 2) * width
+            bars = ax.barh(
+                ys,
+                [max(h, left) for h in heights],
+                width * 0.9,
+                color=colour,
+                hatch="//" if device == "cuda" else None,
+                label=device,
+            )
+            on_bar = theme.text_on(bars[0].get_facecolor())
+            for y_pos, h in zip(ys, heights, strict=True):
+                text = "0" if h == 0 else fmt(h, 2)
+                if h > left * 1e3:  # room inside the bar: at its end
+                    at, ha, ink = h / 1.4, "right", on_bar
+                else:  # too short: just right of it, still far left
+                    at, ha, ink = max(h, left) * 1.4, "left", theme.text
+                ax.text(
+                    at,
+                    y_pos,
+                    text,
+                    ha=ha,
+                    va="center",
+                    fontsize=9,
+                    color=ink,
+                )
+        ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(power_of_ten)
+        ax.set_xlim(left, right)
+        ax.set_yticks(
+            range(len(PAIRS)),
+            [
+                PAIR_LABELS[p].replace("Multihead", "Multihead-\n")
+                for p in PAIRS
+            ],
+            fontsize=9,
+        )
+        ax.set_ylim(len(PAIRS) - 0.5, -0.5)  # the first pair on top
+        ax.set_title(
+            f"{dtype}: tolerance {fmt(tol)} (dashed)",
+            fontsize=10,
+        )
+        if cuda:
+            ax.legend(fontsize=8, loc="lower right")
+    axes[-1].set_xlabel(
+        "max abs difference from torch_ref\n(all masks, bias on/off)",
+        fontsize=9,
     )
-    ax.set_ylim(len(PAIRS) - 0.5, -0.5)  # the first pair on top
-    ax.set_xlabel("max abs difference\n(all masks, bias on/off)")
-    ax.set_title(  # short lines: the figure is a phone's width
-        "Largest output difference\nfrom the from-scratch torch_ref",
-        fontsize=10,
-    )
-    fig.legend(  # below the axes: inside, it would sit on the bars
-        loc="outside lower center", ncols=1, fontsize=8
-    )
-    # a value that would cross a dashed tolerance line starts right of it
-    fig.draw_without_rendering()  # the final layout, to measure the text
-    to_data = ax.transData.inverted()
-    for label in labels:
-        for tol in sorted(tolerance[d] for d in DTYPES):
-            box = label.get_window_extent().transformed(to_data)
-            if box.x0 < tol < box.x1:
-                label.set_x(tol * 2.5)
 
 
 cpu64 = [r for r in rows if r["device"] == "cpu" and r["dtype"] == "float64"]
@@ -512,14 +526,15 @@ summary64 = {
 glue.figure(
     "parity-errors",
     draw,
-    figsize=(3.7, 4.6),
+    figsize=(3.7, 5.4),
     alt=(
-        "Horizontal bar chart on a log scale of the largest absolute "
-        "output difference between the from-scratch PyTorch attention "
-        "and three other implementations, for the float32 and float64 "
-        "rows of the table, with dashed tolerance "
-        f"lines at {fmt(tolerance['float32'])} (float32) and "
-        f"{fmt(tolerance['float64'])} (float64). In float32 the "
+        "Two horizontal bar charts on a log scale, float32 above and "
+        "float64 below, of the largest absolute output difference "
+        "between the from-scratch PyTorch attention and three other "
+        "implementations, each panel with its own dtype's tolerance as "
+        "a dashed line and the fail side right of it shaded: "
+        f"{fmt(tolerance['float32'])} for float32 and "
+        f"{fmt(tolerance['float64'])} for float64. In float32 the "
         f"differences are {fmt(summary['sdpa'], 2)} (SDPA), "
         f"{fmt(summary['library'], 2)} (nn.MultiheadAttention) and "
         f"{fmt(summary['numpy'], 2)} (NumPy); in float64 "

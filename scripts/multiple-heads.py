@@ -8,7 +8,9 @@
 # not divide 512 to see the error the constructor raises.
 
 # %%
+import matplotlib
 import numpy as np
+import torch
 
 import glue
 from mha_ref import numpy_ref, torch_ref
@@ -119,9 +121,64 @@ glue.value(
         "d_model": d_model,
         "n_head": n_head,
         "loop_diff": glue.fmt(np.abs(y - y_loop).max(), 2),
+        # the loop adds the same products in the same order: bit for bit
+        "loop_exact": bool(np.array_equal(y, y_loop)),
+        "sum_exact": bool(np.array_equal(y, y_sum)),
         "sum_diff": glue.fmt(np.abs(y - y_sum).max(), 2),
     },
 )
+
+
+# %% [markdown]
+# ## The forward, its five steps alone
+#
+# The module's forward also handles cross-attention, rotary positions,
+# grouped heads and its input checks. Without them it is project,
+# split, attend, merge, project; both versions must give the module's
+# output exactly.
+# %%
+# --8<-- [start:layer-steps-numpy]
+def layer_forward(layer, x, mask=None):
+    """numpy_ref.MultiHeadAttention's forward, self-attention only."""
+    q = numpy_ref.linear(x, layer.Wq, layer.bq)  # (B, T, d_model)
+    k = numpy_ref.linear(x, layer.Wk, layer.bk)  # (B, T, d_model)
+    v = numpy_ref.linear(x, layer.Wv, layer.bv)  # (B, T, d_model)
+    q = layer.split_heads(q)  # (B, H, T, dh)
+    k, v = layer.split_heads(k), layer.split_heads(v)  # (B, H, T, dh)
+    out, weights = numpy_ref.dot_product_attention(q, k, v, mask)
+    merged = layer.merge_heads(out)  # (B, H, T, dh) -> (B, T, d_model)
+    return numpy_ref.linear(merged, layer.Wo, layer.bo), weights
+    # --8<-- [end:layer-steps-numpy]
+
+
+# --8<-- [start:layer-steps-torch]
+def torch_layer_forward(layer, x, mask=None):
+    """torch_ref.MultiHeadAttention's forward, self-attention only."""
+    q = layer.wq(x)  # (B, T, d_model): nn.Linear runs linear
+    k, v = layer.wk(x), layer.wv(x)  # (B, T, d_model)
+    q = layer.split_heads(q)  # (B, H, T, dh)
+    k, v = layer.split_heads(k), layer.split_heads(v)  # (B, H, T, dh)
+    out, weights = torch_ref.dot_product_attention(q, k, v, mask)
+    merged = layer.merge_heads(out)  # (B, H, T, dh) -> (B, T, d_model)
+    return layer.wo(merged), weights  # (B, T, d_model)
+    # --8<-- [end:layer-steps-torch]
+
+
+steps_y, _ = layer_forward(layer, x, mask)  # (B, T, d_model)
+if not np.array_equal(steps_y, y):
+    raise ValueError("the five steps alone are not the layer's forward")
+torch_layer = torch_ref.MultiHeadAttention(
+    d_model, n_head, bias=True, dtype=torch.float64
+)
+with torch.no_grad():
+    tx = torch.from_numpy(x)  # (B, T, d_model)
+    tmask = torch.from_numpy(mask)  # (T, T)
+    if not torch.equal(
+        torch_layer_forward(torch_layer, tx, tmask)[0],
+        torch_layer(tx, tmask)[0],
+    ):
+        raise ValueError("the five steps alone are not the module's forward")
+glue.value("steps_match", True)
 
 # %% [markdown]
 # ## The pictures: the head split and the whole layer
@@ -203,6 +260,13 @@ if not np.allclose(fig_y, fig_layer(fig_x, fig_mask)[0]):
 
 
 def draw_layer(fig, theme):
+    # text a little larger than the site's 10 pt; the figure is as wide
+    # as a phone's column (figures are shown at their own size)
+    with matplotlib.rc_context({"font.size": 11}):
+        draw_layer_steps(fig, theme)
+
+
+def draw_layer_steps(fig, theme):
     ax = glue.diagram_axes(fig, 20.4, 27.4)
     m = glue.draw_matrix  # (ax, x, y, theme, values, ...): right edge
     arrow = glue.draw_arrow  # (ax, start, end, theme, text)
@@ -210,12 +274,12 @@ def draw_layer(fig, theme):
     shape = f"{fig_t} × {fig_d_model}"
     m(ax, 0, 1.4, theme, fig_x[0], label="X", below=shape)
     arrow(ax, (8.3, 3.4), (11.7, 3.4), theme)
-    ax.text(10, 3.1, "$\\times W_Q$,\n$W_K, W_V$", ha="center", va="bottom")
+    ax.text(10, 3.1, "$\\times W_Q$,\n$W_K$, $W_V$", ha="center", va="bottom")
     q_heads = fig_q[0].transpose(1, 0, 2).reshape(fig_t, -1)  # (T, d)
     m(ax, 12, 1.4, theme, q_heads, label=f"Q (K, V alike) {shape}")
     out_scale = np.abs(fig_heads).max()  # O0, O1, merged: one scale
     shared = {"vmin": -out_scale, "vmax": out_scale}
-    small = {"fontsize": 9}
+    small = {"fontsize": 10}
     for i in range(fig_n_head):
         top = 8.6 + 6.6 * i
         block = (fig_t, dh)  # head i's columns of Q, then its steps
@@ -247,9 +311,9 @@ def draw_layer(fig, theme):
             vmin=0,
             vmax=1,
             outline=colours[i],
-            below=f"head {i}: A{i} {fig_t} × {fig_t}",
+            below=f"head {i}: $A_{i}$ {fig_t} × {fig_t}",
         )
-        arrow(ax, (11.8, top + 2), (8.2, top + 2), theme, f"× V{i}")
+        arrow(ax, (11.8, top + 2), (8.2, top + 2), theme, f"× $V_{i}$")
         m(
             ax,
             4,
@@ -257,7 +321,7 @@ def draw_layer(fig, theme):
             theme,
             fig_heads[0, i],
             outline=colours[i],
-            below=f"O{i} {fig_t} × {dh}",
+            below=f"$O_{i}$ {fig_t} × {dh}",
             **shared,
         )
     arrow(ax, (3.8, 10.6), (2, 21.6), theme)

@@ -88,7 +88,7 @@ def draw(fig, theme):
             theme,
             split[f"{which}_positions"],  # (H, T, dh)
             split[f"{which}_channels"],
-            fontsize=6.5,
+            fontsize=9,
         )
         ax.set_title(title, fontsize=9)
     fig.suptitle(

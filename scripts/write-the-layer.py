@@ -11,6 +11,7 @@
 # the weights are used as `x @ w`.
 
 # %%
+import html
 import math
 
 import numpy as np
@@ -24,6 +25,43 @@ def check(name, report):
     print(report)
     glue.value(f"check_{name}", str(report))
 
+
+# %% [markdown]
+# ## One tiny case per function, to check by hand
+#
+# Each function on a case small enough to work out on paper, with what
+# the reference returns: compare yours with these before you run its
+# check.
+
+# %%
+tiny_x = np.array([1.0, 2.0, 3.0])  # softmax
+tiny_q = np.eye(2)[None, None]  # (1, 1, 2, 2): q = k = the identity
+tiny_v = np.array([[1.0, 2.0], [3.0, 4.0]])[None, None]  # (1, 1, 2, 2)
+tiny_mask = numpy_ref.causal_mask(2)  # (2, 2), True = blocked
+tiny_out, tiny_weights = numpy_ref.attention(tiny_q, tiny_q, tiny_v, tiny_mask)
+tiny_seq = np.array([[[0.0, 1, 2, 3], [10, 11, 12, 13]]])  # (1, 2, 4)
+tiny_layer = numpy_ref.MultiHeadAttention(4, 2)
+tiny_split = tiny_layer.split_heads(tiny_seq)  # (1, 2, 2, 2)
+# one head, every weight the identity: the layer is then attention
+one_head = numpy_ref.MultiHeadAttention(2, 1)
+one_head.Wq = one_head.Wk = one_head.Wv = one_head.Wo = np.eye(2)
+tiny_y, _ = one_head(np.eye(2)[None], tiny_mask)  # (1, 2, 2): x = I
+glue.value(
+    "tiny",
+    {
+        "softmax_x": tiny_x,
+        "softmax": numpy_ref.softmax(tiny_x),
+        "q": tiny_q[0, 0],
+        "v": tiny_v[0, 0],
+        "weights": tiny_weights[0, 0],
+        "attention": tiny_out[0, 0],
+        "sequence": tiny_seq[0],
+        "n_head": tiny_layer.n_head,
+        "split_shape": str(tiny_split.shape),
+        "split": tiny_split[0],
+        "layer": tiny_y[0],
+    },
+)
 
 # %% [markdown]
 # ## 1. Softmax over the last axis
@@ -186,5 +224,8 @@ rows = []
 for step, planted, fn, kind in attempts:
     report = getattr(diagnose, kind)(fn)
     print(f"{step} ({planted}):\n{report}")
-    rows.append([step, planted, str(report)])
+    # program output: marked, so no glossary tooltip lands in it
+    # (pipeline/glossary_html.py)
+    printed = html.escape(str(report), quote=False)
+    rows.append([step, planted, f'<span class="mha-output">{printed}</span>'])
 glue.table("wrong-attempts", ["check", "planted mistake", "it prints"], rows)

@@ -10,10 +10,11 @@ the glossary page lists the same file (macros.py, ``glossary()``).
 - every term is used on some page (its text, not code or math), so no
   entry outlives the pages;
 - on the built site, the first use of every term in the text (not code,
-  math or headings, nor inside a longer term's mark: "mask" in "causal
-  mask") of each page of the path (Start here to the
+  quoted program output, math or headings, nor inside a longer term:
+  "mask" in "causal mask") of each page of the path (Start here to the
   backward pages: the nav before Going further) sits inside an <abbr>
-  carrying the definition.
+  carrying the definition; later uses need none (the post-build step
+  keeps a term's tooltip at its first use only).
 """
 
 import os
@@ -25,7 +26,11 @@ import pytest
 
 from macros import glossary_entries
 from pipeline import config
-from pipeline.glossary_html import plain_heading_html
+from pipeline.glossary_html import (
+    OUTPUT_CLASS,
+    plain_heading_html,
+    plain_page_html,
+)
 from tests.docs.test_site_map import load_nav, nav_items
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,7 +98,8 @@ class _Text(HTMLParser):
     # (pipeline/glossary_html.py), the text under them keeps them
     SKIP = {"code", "pre", "script", "style", "svg", "math", "kbd"}
     SKIP |= {f"h{level}" for level in range(1, 7)}
-    SKIP_CLASSES = {"arithmatex", "katex", "headerlink"}
+    # program output quoted on a page holds no tooltip either
+    SKIP_CLASSES = {"arithmatex", "katex", "headerlink", OUTPUT_CLASS}
     VOID = {"br", "img", "hr", "input", "meta", "link", "wbr", "source"}
 
     def __init__(self):
@@ -140,11 +146,18 @@ def first_use_problems(terms, pages):
         parser.feed(html)
         for term, definition in terms:
             pattern = term_pattern(term)
+            # a longer term holding this one ("causal mask" for "mask")
+            # is marked as itself, or, repeated, not at all
+            longer = [
+                term_pattern(other)
+                for other, _ in terms
+                if other != term and pattern.search(other)
+            ]
             first = next(
                 (
                     t
                     for data, t in parser.nodes
-                    if pattern.search(data)
+                    if pattern.search(_without(longer, data))
                     # inside a longer term's abbr ("causal mask"), abbr
                     # rightly marks the longer term, not "mask"
                     and not _longer(term_of.get(t), term)
@@ -161,6 +174,13 @@ def first_use_problems(terms, pages):
                     "auto_append) and abbr on?"
                 )
     return problems
+
+
+def _without(patterns, text):
+    """``text`` with every match of ``patterns`` blanked out."""
+    for pattern in patterns:
+        text = pattern.sub(" ", text)
+    return text
 
 
 def _longer(other, term):
@@ -303,3 +323,51 @@ def test_headings_lose_their_tooltips_and_keep_their_words():
         '<p>A <abbr title="d">softmax</abbr>.</p>'
         '<h3 id="x">The KV cache and RoPE</h3>'
     )
+
+
+def test_code_output_and_repetitions_lose_their_tooltips():
+    """A drifted page: tooltips in code, in quoted program output and on
+    every repetition of a term; the post-build step leaves the first use
+    in the text and in a box the text has not marked."""
+    f32 = '<abbr title="Single precision.">float32</abbr>'
+    mask = '<abbr title="Blocks pairs.">mask</abbr>'
+    html = (
+        f"<nav>{f32}</nav><article><p>In {f32}, then {f32} again.</p>"
+        f'<blockquote><p class="{OUTPUT_CLASS}">a {mask} (3, 3)</p>'
+        f"</blockquote><pre><code>{f32}</code></pre>"
+        f"<details><summary>Box</summary><p>A {mask}, a {mask}, "
+        f"{f32}.</p></details><p>The {mask}; {f32}.</p></article>"
+    )
+    assert plain_page_html(html) == (
+        f"<nav>{f32}</nav><article><p>In {f32}, then float32 again.</p>"
+        f'<blockquote><p class="{OUTPUT_CLASS}">a mask (3, 3)</p>'
+        "</blockquote><pre><code>float32</code></pre>"
+        f"<details><summary>Box</summary><p>A {mask}, a mask, "
+        f"float32.</p></details><p>The {mask}; float32.</p></article>"
+    )
+    # the first use of each term in the text still carries its tooltip
+    terms = [("float32", "Single precision."), ("mask", "Blocks pairs.")]
+    assert first_use_problems(terms, {"a.md": plain_page_html(html)}) == []
+    # output is not a use: the first use is the text's after it
+    out = f'<p class="{OUTPUT_CLASS}">a mask</p>'
+    pages = {
+        "good.md": f"<article>{out}<p>the {mask}</p></article>",
+        "bad.md": f"<article>{out}<p>the mask</p></article>",
+    }
+    assert first_use_problems(terms, pages) == [
+        "bad.md: the first 'mask' carries no tooltip: is the glossary "
+        "appended (mkdocs.yml, auto_append) and abbr on?"
+    ]
+
+
+def test_a_repeated_longer_term_is_no_use_of_the_shorter():
+    terms = [("mask", "Blocks pairs."), ("causal mask", "Blocks the future.")]
+    causal = '<abbr title="Blocks the future.">causal mask</abbr>'
+    html = {
+        "good.md": f"<article>a {causal}, a causal mask</article>",
+        "bad.md": f"<article>a {causal}, a causal mask, a mask</article>",
+    }
+    assert first_use_problems(terms, html) == [
+        "bad.md: the first 'mask' carries no tooltip: is the glossary "
+        "appended (mkdocs.yml, auto_append) and abbr on?"
+    ]
