@@ -41,13 +41,29 @@ glue.table(
             fmt_list(scaled_scores),
             fmt_list(scaled),
         ],
-        [
-            f"√d_model = √{d_model} ≈ {fmt(sqrt_d_model)}",
-            fmt_list(by_model),
-            fmt_list(by_model_weights),
-        ],
     ],
     "lll",
+)
+
+# %% [markdown]
+# ## The variance, measured
+#
+# T random queries and T keys with unit-variance entries at d_k = 64:
+# the T x T dot products have variance about d_k; divided by
+# sqrt(d_k), about 1.
+
+# %%
+t_check = 256
+rng = np.random.default_rng(1)
+q = rng.standard_normal((t_check, d_head))  # (T, d_k)
+k = rng.standard_normal((t_check, d_head))  # (T, d_k)
+glue.value(
+    "variance_check",
+    {
+        "t": t_check,
+        "unscaled": (q @ k.T).var(),  # (T, T): about d_k
+        "scaled": (q @ k.T / np.sqrt(d_head)).var(),  # about 1
+    },
 )
 
 # %% [markdown]
