@@ -100,6 +100,8 @@ with np.errstate(over="ignore", invalid="ignore"):
     naive = np.exp(big) / np.exp(big).sum()
 print("naive    :", naive)
 shifted = glue.value("shift_output", numpy_ref.softmax(big))
+# float16's step between neighbouring numbers near the shifted scores
+glue.value("fp16_step", float(np.spacing(np.float16(big[0]))))
 
 # the examples in the softmax's docstring, which pytest runs as doctests
 examples = doctest.DocTestParser().get_examples(numpy_ref.softmax.__doc__)
