@@ -114,7 +114,7 @@ def draw_flow(fig, theme):
     m(ax, 6.4, 9.2, theme, scores, blocked=mask, label="S + M")
     ax.text(8.4, 13.45, f"{T} × {T}", ha="center", va="top")
     arrow(ax, (10.6, 11.2), (13.6, 11.2), theme)
-    ax.text(12.1, 11.45, "softmax", ha="center", va="top", fontsize=10.5)
+    ax.text(12.1, 11.45, "softmax", ha="center", va="top", fontsize=10)
     m(ax, 13.8, 9.2, theme, weights, blocked=mask, vmin=0, vmax=1)
     ax.text(15.8, 8.95, "A", ha="center", va="bottom")
     ax.text(15.8, 13.45, f"{T} × {T}", ha="center", va="top")
