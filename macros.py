@@ -110,6 +110,19 @@ def vec(xs, digits=4):
     return num(xs, digits)
 
 
+def fixed(xs, digits=3):
+    """Like ``vec`` (a number or a nested list), with every number to
+    exactly `digits` decimals, trailing zeros kept: 0.33 -> 0.330."""
+    _defined(xs)
+    if isinstance(xs, (list, tuple)):
+        return "[" + ", ".join(fixed(x, digits) for x in xs) + "]"
+    x = _finite_or_label(xs)
+    if isinstance(x, str):
+        return x
+    text = f"{x:.{digits}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text
+
+
 def figure(data, name, prefix="", lazy=False):
     """Markdown for figure ``name``: its light and dark SVG, with alt.
 
@@ -250,7 +263,13 @@ def data_dir_of(env):
     return Path(env.conf["docs_dir"]) / "generated" / "data"
 
 
-FILTERS = {"num": num, "sci": sci, "vec": vec, "yesno": yesno}
+FILTERS = {
+    "num": num,
+    "sci": sci,
+    "vec": vec,
+    "fixed": fixed,
+    "yesno": yesno,
+}
 
 
 def define_env(env):

@@ -60,7 +60,7 @@ def softmax_rows(scores, axis=-1):
     """Step 3: each row of scores as weights >= 0 that sum to 1.
 
     -inf gets weight 0; a row of only -inf gets 0 everywhere. No checks
-    (the next page's `softmax` is this function behind its input check).
+    (`softmax` is this function behind its input check).
     """
     # shift-invariant: subtracting the row max keeps exp() <= 1; a row
     # of only -inf shifts by 0 instead, and all its exp() are 0
@@ -376,7 +376,6 @@ def sum_to_shape(grad, shape):
 # key (flash-attn, a KV cache); a query before every key is a row with
 # no allowed key. causal_mask(2, 3, align="bottom_right") blocks only
 # the last key of the first query: [[0, 0, 1], [0, 0, 0]].
-# --8<-- [start:causal-mask-core]
 def causal_mask(t, tk=None, align=None):
     """(t, t) mask, True strictly above the diagonal: the future.
 
@@ -386,9 +385,12 @@ def causal_mask(t, tk=None, align=None):
            [0, 0, 0]])
     """
     tk = check.causal_mask(t, tk, align)  # tk: t unless given
+    # --8<-- [start:causal-mask-square]
+    if tk == t:  # t queries, t keys: True strictly above the diagonal
+        return np.triu(np.ones((t, t), dtype=bool), k=1)  # (t, t)
+    # --8<-- [end:causal-mask-square]
     offset = tk - t if align == "bottom_right" else 0  # diagonal's start
     return np.triu(np.ones((t, tk), dtype=bool), k=1 + offset)
-    # --8<-- [end:causal-mask-core]
     # --8<-- [end:causal-mask]
 
 

@@ -337,14 +337,17 @@ def sum_kv_heads(grad, group):
 # the first key (SDPA's is_causal), "bottom_right" ends it at the last
 # key (flash-attn, a KV cache); a query before every key is a row with
 # no allowed key.
-# --8<-- [start:causal-mask-core]
 def causal_mask(t, tk=None, align=None, device=None):
     """(t, t) mask, True strictly above the diagonal: the future."""
     tk = check.causal_mask(t, tk, align, device)  # tk: t unless given
+    # --8<-- [start:causal-mask-square]
+    if tk == t:  # t queries, t keys: True strictly above the diagonal
+        ones = torch.ones(t, t, dtype=torch.bool, device=device)
+        return torch.triu(ones, diagonal=1)  # (t, t)
+    # --8<-- [end:causal-mask-square]
     offset = tk - t if align == "bottom_right" else 0  # diagonal's start
     ones = torch.ones(t, tk, dtype=torch.bool, device=device)
     return torch.triu(ones, diagonal=1 + offset)
-    # --8<-- [end:causal-mask-core]
     # --8<-- [end:causal-mask]
 
 

@@ -100,25 +100,26 @@ def draw_flow(fig, theme):
     m = glue.draw_matrix  # (ax, x, y, theme, values, ...): right edge
     arrow = glue.draw_arrow  # (ax, start, end, theme, text)
     line = {"color": theme.text, "lw": 1.0}
-    m(ax, 0, 1.4, theme, shape=(T, 4), label="X", below=f"{T} × d_model")
+    x_below = rf"{T} × $d_\mathrm{{model}}$"  # mathtext, not d_model
+    m(ax, 0, 1.4, theme, shape=(T, 4), label="X", below=x_below)
     arrow(ax, (4.2, 3.4), (9.4, 3.4), theme, r"$\times W_Q, W_K, W_V$")
     for x, name, rows in ((9.6, "Q", q), (12.6, "K", k), (15.6, "V", v)):
         m(ax, x, 1.4, theme, rows, label=name, below=f"{T} × {d}")
     # Q and K meet, then one arrow to S
     ax.plot([10.6, 12.1, 13.6], [6.4, 7.2, 6.4], **line)
     arrow(ax, (12.1, 7.2), (2.6, 8.4), theme)
-    ax.text(3.6, 7.0, "QKᵀ / √dₖ", ha="left", va="center")
+    ax.text(3.6, 7.0, "QKᵀ / √dₖ", ha="left", va="center", fontsize=11.5)
     m(ax, 0, 9.2, theme, scores, label="S", below=f"{T} × {T}")
     arrow(ax, (4.2, 11.2), (6.2, 11.2), theme, r"$+\,M$")
     m(ax, 6.4, 9.2, theme, scores, blocked=mask, label="S + M")
     ax.text(8.4, 13.45, f"{T} × {T}", ha="center", va="top")
     arrow(ax, (10.6, 11.2), (13.6, 11.2), theme)
-    ax.text(12.1, 11.45, "softmax", ha="center", va="top", fontsize=9.5)
+    ax.text(12.1, 11.45, "softmax", ha="center", va="top", fontsize=10)
     m(ax, 13.8, 9.2, theme, weights, blocked=mask, vmin=0, vmax=1)
     ax.text(15.8, 8.95, "A", ha="center", va="bottom")
     ax.text(15.8, 13.45, f"{T} × {T}", ha="center", va="top")
     arrow(ax, (15.8, 14.5), (15.8, 15.9), theme)
-    ax.text(15.4, 15.2, r"$\times V$", ha="right", va="center")
+    ax.text(15.4, 15.2, r"$\times V$", ha="right", va="center", fontsize=11.5)
     # V joins the A x V step, round the right of S + M and A
     ax.plot([17.6, 18.2, 18.2, 15.8], [3.4, 3.4, 15.2, 15.2], **line)
     m(ax, 14.8, 17.0, theme, out, label="O", below=f"{T} × {d}")

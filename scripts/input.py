@@ -134,6 +134,16 @@ glue.figure(
     figsize=(3.6, 3.2),  # narrow: whole on a phone
 )
 
+# the digits of a counter: positions 0 to 7 in binary, the last digit
+# flipping at every step, the one before every 2, the first every 4
+n_bits = 3
+glue.value("binary", {"periods": [2**b for b in range(n_bits)]})
+glue.table(
+    "input-binary",
+    ["position", "in binary"],
+    [[p, " ".join(format(p, f"0{n_bits}b"))] for p in range(2**n_bits)],
+)
+
 pe = sinusoidal_encoding(len(tokens), d_model)  # (T, d_model)
 x_pos = x + pe  # (T, d_model): X + PE
 y_p, _ = layer(x_pos[None])

@@ -41,13 +41,29 @@ glue.table(
             fmt_list(scaled_scores),
             fmt_list(scaled),
         ],
-        [
-            f"√d_model = √{d_model} ≈ {fmt(sqrt_d_model)}",
-            fmt_list(by_model),
-            fmt_list(by_model_weights),
-        ],
     ],
     "lll",
+)
+
+# %% [markdown]
+# ## The variance, measured
+#
+# T random queries and T keys with unit-variance entries at d_k = 64:
+# the T x T dot products have variance about d_k; divided by
+# sqrt(d_k), about 1.
+
+# %%
+t_check = 256
+rng = np.random.default_rng(1)
+q = rng.standard_normal((t_check, d_head))  # (T, d_k)
+k = rng.standard_normal((t_check, d_head))  # (T, d_k)
+glue.value(
+    "variance_check",
+    {
+        "t": t_check,
+        "unscaled": (q @ k.T).var(),  # (T, T): about d_k
+        "scaled": (q @ k.T / np.sqrt(d_head)).var(),  # about 1
+    },
 )
 
 # %% [markdown]
@@ -84,6 +100,8 @@ with np.errstate(over="ignore", invalid="ignore"):
     naive = np.exp(big) / np.exp(big).sum()
 print("naive    :", naive)
 shifted = glue.value("shift_output", numpy_ref.softmax(big))
+# float16's step between neighbouring numbers near the shifted scores
+glue.value("fp16_step", float(np.spacing(np.float16(big[0]))))
 
 # the examples in the softmax's docstring, which pytest runs as doctests
 examples = doctest.DocTestParser().get_examples(numpy_ref.softmax.__doc__)

@@ -89,10 +89,10 @@
         tables = [
           w.numberTable("weights", "Weights A", result.weights, {
             blocked: mask, rowHeads: positions, colHeads: positions,
-            corner: "query \\ key",
+            corner: "query \\ key", fixed: true,
           }),
           w.numberTable("output", "Output O = AV", result.output, {
-            rowHeads: positions,
+            rowHeads: positions, fixed: true,
           }),
         ];
       } catch (error) {

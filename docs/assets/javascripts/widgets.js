@@ -27,20 +27,24 @@
     return node;
   }
 
-  // 0.8807970779778823 -> "0.881", 1.125e-7 -> "1.13e-7", 10 -> "10"
-  function format(x, digits) {
+  // 0.8807970779778823 -> "0.881", 1.125e-7 -> "1.13e-7", 10 -> "10";
+  // `fixed` keeps the trailing zeros: 0.33 -> "0.330", 0 -> "0.000"
+  function format(x, digits, fixed) {
     var places = digits === undefined ? 3 : digits;
     if (x === 0) {
-      return "0";
+      return fixed ? (0).toFixed(places) : "0";
     }
-    if (Math.abs(x) < Math.pow(10, -places)) {
+    if (!fixed && Math.abs(x) < Math.pow(10, -places)) {
       return x.toExponential(2).replace("e-", "e\u2212");
     }
     var text = x.toFixed(places);
-    if (text.indexOf(".") >= 0) {
+    if (!fixed && text.indexOf(".") >= 0) {
       text = text.replace(/0+$/, "").replace(/\.$/, "");
     }
-    return text === "-0" ? "0" : text.replace("-", "\u2212");
+    if (/^-0\.?0*$/.test(text)) {
+      text = text.slice(1);  // a value rounded to zero reads as zero
+    }
+    return text.replace("-", "\u2212");
   }
 
   // A table of numbers: rows x columns, with optional headers and a
@@ -77,7 +81,7 @@
           "data-value": String(x),
           class: blocked ? "mha-blocked" : null,
           title: blocked ? "blocked" : null,
-          text: format(x, o.digits),
+          text: format(x, o.digits, o.fixed),
         });
       });
       var th = el("th", {
