@@ -34,6 +34,11 @@ TARGETS = {
 }
 TRAINED = "trained-heads"  # trains a model: timed apart, no target
 CODE_EDIT = "mha_ref/numpy_ref.py"
+# The function edited: the one the contributor's-loop issue names,
+# numpy_ref.causal_mask (its whole section; its end marker sits in its
+# body, so the edit is one of the function and reruns the pages that ran
+# it, not every page carrying the file).
+CODE_SECTION = "causal-mask"
 # The Makefile's commands, relative to the copy's root (its .venv links
 # to ours): VENV := .venv, PY := $(VENV)/bin/python.
 VENV = ".venv"
@@ -249,14 +254,15 @@ RE_SHOWN = re.compile(
 )
 
 
-def shown_section(repo):
-    """(page, section) of the first page that shows a numpy_ref section."""
+def shown_section(repo, section=CODE_SECTION):
+    """(page, section): the first page that shows ``section`` of
+    numpy_ref."""
     for page in sorted((repo / "docs").glob("*.md")):
         for line in page.read_text(encoding="utf-8").splitlines():
             match = RE_SHOWN.match(line)
-            if match:
+            if match and match[1] == section:
                 return page.stem, match[1]
-    raise RuntimeError("no page shows a section of mha_ref/numpy_ref.py")
+    raise RuntimeError(f"no page shows mha_ref/numpy_ref.py:{section}")
 
 
 def _fetch(url):
