@@ -120,6 +120,12 @@ glue.value(
     max(max(r["diffs"].values()) for r in results.values()),
 )
 glue.value("tolerance", tolerances.atol("float64"))
+# db_O is the column sum of dY in both: the page says it matches exactly
+bo_max_diff = glue.value(
+    "bo_max_diff", max(r["diffs"]["bo"] for r in results.values())
+)
+if bo_max_diff != 0:
+    raise ValueError(f"db_O differs from autograd by {bo_max_diff}")
 glue.value("d_model", d_model)
 glue.value("batch", batch)
 
@@ -271,17 +277,16 @@ def mib(n_bytes):
     return n_bytes / 2**20
 
 
+def sig3(x):
+    """Three significant figures, trailing zeros kept: 1.2 -> 1.20."""
+    return f"{x:#.3g}".rstrip(".")
+
+
 glue.table(
     "layer-backward-memory",
+    ["T", "T × T", "plain", "tiled", "ratio"],
     [
-        "T",
-        "one T x T (MiB)",
-        "plain (MiB)",
-        "tiled (MiB)",
-        "plain / tiled",
-    ],
-    [
-        [str(t), fmt(s, 3), fmt(mib(p), 3), fmt(mib(b), 3), fmt(p / b, 3)]
+        [str(t), sig3(s), sig3(mib(p)), sig3(mib(b)), sig3(p / b)]
         for t, s, p, b in zip(
             lengths,
             memory["matrix_mib"],
