@@ -101,8 +101,8 @@ for name, fn, framework, dtype in correct:
     else:  # the full report is glued below the table
         verdict = ", ".join(f"`{f.name}`" for f in report.findings)
         glue.value(f"{dtype}_report", str(report))
-    correct_rows.append([verdict, f"`{name}`", framework, dtype])
-header = ["report", "function", "framework", "dtype"]
+    correct_rows.append([verdict, f"`{name}`", f"{framework} {dtype}"])
+header = ["report", "function", "run in"]
 glue.table("diagnose-correct", header, correct_rows[:5])  # the layers
 glue.table("diagnose-module", header, correct_rows[5:])  # the module
 
