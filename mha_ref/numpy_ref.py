@@ -118,7 +118,7 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
 def softmax_backward(probabilities, upstream):
     """Gradient w.r.t. the logits, given p = softmax(s) and dL/dp.
 
-    The Jacobian-vector product dL/ds_j = p_j (g_j - sum_k p_k g_k):
+    The vector-Jacobian product J^T g, dL/ds_j = p_j (g_j - sum_k p_k g_k):
     raising one score takes weight from every other position.
 
     >>> softmax_backward(np.array([0.5, 0.5]), np.array([1.0, 0.0]))

@@ -683,7 +683,7 @@ def tiled_attention_backward_numpy(
         mod,
         block_q,
         block_k,
-        True,
+        True,  # return_lse: L as well as O
         empty_rows,
     )  # the forward behind its guard
     # D = rowsum(dO * O), equal to rowsum(dP * P) and found in O(T d)
@@ -852,7 +852,7 @@ def tiled_attention_backward_torch(
         mod,
         block_q,
         block_k,
-        True,
+        True,  # return_lse: L as well as O
         empty_rows,
     )  # the forward behind its guard
     # D = rowsum(dO * O), equal to rowsum(dP * P) and found in O(T d)

@@ -155,7 +155,10 @@ def script_lines(root, recipe):
 def _intro(recipe):
     mha = [f for f in recipe["files"] if f.startswith(f"{config.MHA_REF}/")]
     other = [f for f in recipe["files"] if f not in mha]
-    carried = [f"`{Path(f).name}`" for f in mha] + [f"`{f}`" for f in other]
+    # mha_ref's files by their path inside it: guards/numpy_ref.py and
+    # numpy_ref.py are two files, not one named twice
+    inside = [Path(f).relative_to(config.MHA_REF).as_posix() for f in mha]
+    carried = [f"`{f}`" for f in inside] + [f"`{f}`" for f in other]
     lines = [f"# Notebook: {recipe['title']}", ""]
     if recipe.get("script"):
         lines += [

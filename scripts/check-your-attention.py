@@ -10,6 +10,10 @@
 # the weights used as `x @ w`.
 
 # %%
+import numpy as np
+import torch
+import torch.nn.functional as F
+
 import glue
 from mha_ref import diagnose, diagnose_examples
 
@@ -41,30 +45,66 @@ glue.table(
 glue.value("pitfalls_smallest_case", sorted(smallest))
 
 # %% [markdown]
-# ## Two correct layers written another way, and a module
+# ## Correct layers written another way, and a module
 #
-# An einsum layer, a layer in plain loops, and a module laid out like
-# Hugging Face's attention classes, checked through the adapter
-# `diagnose_examples.module_layer` in PyTorch (gradients compared too).
+# An einsum layer, a layer in plain loops, a layer that calls PyTorch's
+# SDPA, each in float64 and with its inputs cast to a lower precision
+# first, and a module laid out like Hugging Face's attention classes,
+# checked through the adapter `diagnose_examples.module_layer` in
+# PyTorch (gradients compared too).
+
 
 # %%
-correct = {
-    "einsum_layer": (diagnose_examples.einsum_layer, "numpy"),
-    "loop_layer": (diagnose_examples.loop_layer, "numpy"),
-    "module_layer(HFStyleAttention)": (
-        diagnose_examples.module_layer(diagnose_examples.HFStyleAttention),
+def sdpa_layer(x, w_q, w_k, w_v, w_o, n_head, causal):
+    """The layer with PyTorch's SDPA for steps 1 to 4."""
+    b, t, d_model = x.shape
+
+    def split(m):  # (B, T, d_model) -> (B, H, T, dh)
+        return m.reshape(b, t, n_head, -1).transpose(1, 2)
+
+    q, k, v = (split(x @ w) for w in (w_q, w_k, w_v))
+    o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return o.transpose(1, 2).reshape(b, t, d_model) @ w_o  # (B, T, d_model)
+
+
+def in_dtype(fn, dtype):
+    """fn with every array or tensor argument cast to dtype first."""
+
+    def cast(a):
+        if isinstance(a, np.ndarray):
+            return a.astype(dtype)
+        return a.to(dtype) if isinstance(a, torch.Tensor) else a
+
+    return lambda *args: fn(*(cast(a) for a in args))
+
+
+einsum, module = diagnose_examples.einsum_layer, diagnose_examples.module_layer
+correct = [  # (name, function, framework, dtype)
+    ("einsum_layer", einsum, "numpy", "float64"),
+    ("loop_layer", diagnose_examples.loop_layer, "numpy", "float64"),
+    ("einsum_layer", in_dtype(einsum, np.float32), "numpy", "float32"),
+    ("sdpa_layer", in_dtype(sdpa_layer, torch.float32), "torch", "float32"),
+    ("sdpa_layer", in_dtype(sdpa_layer, torch.bfloat16), "torch", "bfloat16"),
+    (
+        "module_layer(HFStyleAttention)",
+        module(diagnose_examples.HFStyleAttention),
         "torch",
+        "float64",
     ),
-}
+]
 correct_rows = []
-for name, (fn, framework) in correct.items():
+for name, fn, framework, dtype in correct:
     report = diagnose.layer(fn, framework=framework)
-    print(f"{name}: {report}")
-    verdict = f"ok ({report.cases} cases)" if report.ok else str(report)
-    correct_rows.append([f"`{name}`", framework, verdict])
-header = ["function", "framework", "report"]
-glue.table("diagnose-correct", header, correct_rows[:2])  # the two layers
-glue.table("diagnose-module", header, correct_rows[2:])  # the module
+    print(f"{name} in {dtype}: {report}")
+    if report.ok:
+        verdict = f"ok ({report.cases} cases)"
+    else:  # the full report is glued below the table
+        verdict = ", ".join(f"`{f.name}`" for f in report.findings)
+        glue.value(f"{dtype}_report", str(report))
+    correct_rows.append([verdict, f"`{name}`", f"{framework} {dtype}"])
+header = ["report", "function", "run in"]
+glue.table("diagnose-correct", header, correct_rows[:5])  # the layers
+glue.table("diagnose-module", header, correct_rows[5:])  # the module
 
 # %% [markdown]
 # ## The cases and the mistakes it knows
@@ -88,13 +128,14 @@ glue.table("diagnose-layer-cases", ["x", "heads", "mask"], layer_rows)
 glue.value("attention_cases", len(attention_rows))
 glue.value("layer_cases", len(layer_rows))
 
-known_rows = []
 for checker, known in (
     ("attention", diagnose.ATTENTION_MISTAKES),
     ("layer", diagnose.LAYER_MISTAKES),
 ):
-    for name, options in known.items():
-        for mistakes in options:
-            message = diagnose.explain(name, mistakes)
-            known_rows.append([checker, f"`{name}`", message])
-glue.table("diagnose-known", ["checker", "finding", "message"], known_rows)
+    known_rows = [
+        [f"`{name}`", diagnose.explain(name, mistakes)]
+        for name, options in known.items()
+        for mistakes in options
+    ]
+    header = ["finding", "message"]
+    glue.table(f"diagnose-known-{checker}", header, known_rows)

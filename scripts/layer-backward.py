@@ -5,8 +5,8 @@
 # autograd differentiates $L = \sum O \odot dO$ through
 # `torch_ref.attention`; `numpy_ref.attention_backward` computes the
 # same gradients by hand. Edit the whole NumPy `attention-backward`
-# section above (drop the `/ math.sqrt(d)` of `dq`, say), run it, then
-# rerun this cell: only the gradients that step feeds jump. (Edit the
+# section above (delete its `mod.scores_backward` line, say), run it,
+# then rerun this cell: only the gradients that step feeds jump. (Edit the
 # whole function rather than one of its step cells: when the notebook
 # runs top to bottom, the whole-function cell comes later and would put
 # the step back.)
@@ -120,10 +120,136 @@ glue.value(
     max(max(r["diffs"].values()) for r in results.values()),
 )
 glue.value("tolerance", tolerances.atol("float64"))
+# db_O is the column sum of dY in both: the page says it matches exactly
+bo_max_diff = glue.value(
+    "bo_max_diff", max(r["diffs"]["bo"] for r in results.values())
+)
+if bo_max_diff != 0:
+    raise ValueError(f"db_O differs from autograd by {bo_max_diff}")
 glue.value("d_model", d_model)
 glue.value("batch", batch)
 
 
+# %% [markdown]
+# ## The roadmap
+#
+# The layer's forward pass from top to bottom, one box per array with
+# its shape, and on each arrow the step of the page that carries the
+# gradient back up it. The shapes are those of the self-attention layer
+# above.
+
+
+# %%
+roadmap = results["self-causal"]
+sizes = glue.value(
+    "roadmap",
+    {
+        "B": batch,
+        "T": roadmap["tq"],
+        "d_model": d_model,
+        "H": roadmap["n_head"],
+        "d_k": d_model // roadmap["n_head"],
+    },
+)
+boxes = [  # (array, its shape in symbols), forward order
+    ("X", ("B", "T", "d_model")),
+    ("Q, K, V", ("B", "T", "d_model")),
+    ("Q, K, V", ("B", "H", "T", "d_k")),
+    ("S", ("B", "H", "T", "T")),
+    ("A", ("B", "H", "T", "T")),
+    ("O", ("B", "H", "T", "d_k")),
+    ("M", ("B", "T", "d_model")),
+    ("Y", ("B", "T", "d_model")),
+]
+arrows = [  # (the page's step, the forward operation), between two boxes
+    ("step 7", "× W_Q, W_K, W_V"),
+    ("step 6", "split into heads"),
+    ("step 4", "Q Kᵀ / √d_k"),
+    ("step 3", "softmax"),
+    ("steps 1, 2", "A V"),
+    ("step 6", "merge heads"),
+    ("step 5", "× W_O, + b_O"),
+]
+
+
+def shape_text(symbols):
+    numbers = ", ".join(str(sizes[s]) for s in symbols)
+    return f"({', '.join(symbols)}) = ({numbers})"
+
+
+def draw_roadmap(fig, theme):
+    import matplotlib
+
+    ax = glue.diagram_axes(fig, 10.4, 16.5)
+    pitch = 2.15  # one box and the arrow under it
+    for i, (name, symbols) in enumerate(boxes):
+        y = 0.2 + i * pitch
+        ax.add_patch(
+            matplotlib.patches.FancyBboxPatch(
+                (1.2, y),
+                9.0,
+                1.05,
+                boxstyle="round,pad=0,rounding_size=0.2",
+                fill=False,
+                edgecolor=theme.text,
+                linewidth=1.0,
+            )
+        )
+        ax.text(1.5, y + 0.52, name, va="center", weight="bold")
+        ax.text(9.9, y + 0.52, shape_text(symbols), va="center", ha="right")
+        if i < len(arrows):
+            step, operation = arrows[i]
+            top, bottom = y + 1.1, y + pitch - 0.05
+            glue.draw_arrow(ax, (3.0, top), (3.0, bottom), theme)
+            middle = (top + bottom) / 2
+            ax.text(3.4, middle, operation, va="center")
+            ax.text(
+                9.9,
+                middle,
+                step,
+                va="center",
+                ha="right",
+                color=theme.series[1],
+                weight="bold",
+            )
+    # the backward pass: the whole column, bottom to top
+    glue.draw_arrow(ax, (0.45, 15.3), (0.45, 0.4), theme)
+    ax.text(
+        0.15,
+        7.9,
+        "backward",
+        rotation=90,
+        va="center",
+        ha="right",
+        color=theme.series[1],
+    )
+
+
+glue.figure(
+    "layer-backward-roadmap",
+    draw_roadmap,
+    figsize=(3.7, 5.85),  # fits a 390 px phone column (about 355 px)
+    alt=(
+        "The layer's forward pass as a column of boxes, top to bottom, "
+        "each with its shape in symbols and in the numbers of the build's "
+        "self-attention layer: "
+        + "; ".join(
+            f"{name} {shape_text(symbols)}"
+            + (
+                f", then {arrows[i][1]} ({arrows[i][0]})"
+                if i < len(arrows)
+                else ""
+            )
+            for i, (name, symbols) in enumerate(boxes)
+        )
+        + ". An arrow along the left points up: the backward pass runs "
+        "from Y back to X, and each forward arrow is labelled with the "
+        "step of the page that carries the gradient back across it."
+    ),
+)
+
+
+# %%
 def diff_text(x):
     return "0" if x == 0 else f"{x:.1e}"
 
@@ -271,17 +397,16 @@ def mib(n_bytes):
     return n_bytes / 2**20
 
 
+def sig3(x):
+    """Three significant figures, trailing zeros kept: 1.2 -> 1.20."""
+    return f"{x:#.3g}".rstrip(".")
+
+
 glue.table(
     "layer-backward-memory",
+    ["T", "T × T", "plain", "tiled", "ratio"],
     [
-        "T",
-        "one T x T (MiB)",
-        "plain (MiB)",
-        "tiled (MiB)",
-        "plain / tiled",
-    ],
-    [
-        [str(t), fmt(s, 3), fmt(mib(p), 3), fmt(mib(b), 3), fmt(p / b, 3)]
+        [str(t), sig3(s), sig3(mib(p)), sig3(mib(b)), sig3(p / b)]
         for t, s, p, b in zip(
             lengths,
             memory["matrix_mib"],

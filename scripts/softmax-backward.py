@@ -34,6 +34,28 @@ print("full Jacobian J^T g:", jacobian.T @ g, " gradient sum", grad.sum())
 ones_grad = glue.value("ones_grad", numpy_ref.softmax_backward(p, np.ones(2)))
 
 # %% [markdown]
+# ## Cross-entropy
+#
+# $L = -\log p_y$ has the upstream gradient $-\mathbf e_y / p_y$; the
+# score gradient is then the weights minus the one-hot answer.
+
+# %%
+ce_s = np.array([2.0, 1.0, 0.0])  # scores of three answers
+ce_y = 0  # the right answer
+ce_p = numpy_ref.softmax(ce_s)
+e_y = np.eye(len(ce_s))[ce_y]  # one-hot
+glue.value(
+    "cross_entropy",
+    {
+        "scores": ce_s,
+        "y": ce_y,
+        "weights": ce_p,
+        "score_grad": numpy_ref.softmax_backward(ce_p, -e_y / ce_p[ce_y]),
+        "p_minus_e": ce_p - e_y,
+    },
+)
+
+# %% [markdown]
 # ## Against a finite difference
 #
 # No calculus needed to check it: nudge each score by $\pm h$, measure
@@ -121,7 +143,7 @@ glue.value(
         "upstream": ex_g,
         "inner": ex_p @ ex_g,  # <p, g>
         "score_grad": numpy_ref.softmax_backward(ex_p, ex_g),
-        "p1_p2": ex_p[0] * ex_p[1],  # two keys: the gradient's size
+        "p0_p1": ex_p[0] * ex_p[1],  # two keys: the gradient's size
         "direction": [1, -1],  # ... and its direction
     },
 )
@@ -147,4 +169,4 @@ first = [
     for t in ts
 ]
 glue.value("ex_saturation", {"t": ts, "first_grad": first})
-print("t:", ts, "\ndL/ds_1:", np.array(first))
+print("t:", ts, "\ndL/ds_0:", np.array(first))

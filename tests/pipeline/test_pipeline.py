@@ -183,6 +183,21 @@ def test_notebooks_carry_the_doors_their_modules_import():
     assert "chunks" not in line
 
 
+def test_notebook_intro_names_each_carried_file_once():
+    """The intro lists mha_ref's files by their path inside it, so a
+    module and its guard (numpy_ref.py, guards/numpy_ref.py) are two
+    names, and no name is listed twice."""
+    from pipeline import notebook
+
+    recipe = pages.page_notebooks(ROOT)["check-your-attention"]
+    intro = notebook._intro(recipe)
+    listed = intro.split("uses (", 1)[1].split(") next to", 1)[0]
+    names = [n.strip().strip("`") for n in listed.split(",")]
+    assert len(names) == len(set(names)), names
+    assert "guards/numpy_ref.py" in names
+    assert "numpy_ref.py" in names
+
+
 def test_notebooks_carry_their_benchmark_part_not_the_report():
     """A page that quotes the benchmark reads its part's own file
     (bench/<part>.json, written beside report.json: bench/report.py,
