@@ -26,6 +26,8 @@ unwraps the <abbr> (keeping its words), on either engine's site:
 import re
 from pathlib import Path
 
+from pipeline import memo
+
 HEADING = re.compile(r"<(h[1-6])\b[^>]*>.*?</\1\s*>", re.S | re.I)
 ABBR = re.compile(r"<abbr\b[^>]*>(.*?)</abbr\s*>", re.S | re.I)
 # The class a page gives quoted program output (attr_list).
@@ -151,7 +153,7 @@ def plain_headings(site):
     changed = 0
     for page in sorted(Path(site).rglob("*.html")):
         html = page.read_text(encoding="utf-8")
-        plain = plain_page_html(html)
+        plain = memo.long_fact("glossary plain html", html, plain_page_html)
         if plain != html:
             page.write_text(plain, encoding="utf-8")
             changed += 1

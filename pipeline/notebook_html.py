@@ -121,6 +121,21 @@ def slim_article(article, figures, figure_dir):
     return SVG_IMG.sub(variants, article)
 
 
+def _article(html):
+    """(start, end) of the page's first <article> element (what ARTICLE
+    matches, found without a regular expression: a notebook page is
+    most of a megabyte), or (None, None)."""
+    start = html.find("<article")
+    while start != -1 and not re.match(r"<article\b", html[start:]):
+        start = html.find("<article", start + 1)
+    if start == -1:
+        return None, None
+    end = html.find("</article>", start)
+    if end == -1:
+        return None, None
+    return start, end + len("</article>")
+
+
 def notebook_pages(site):
     """The built pages of the generated notebooks, either engine."""
     return sorted(Path(site).glob("generated/notebooks/*/index.html"))
@@ -145,19 +160,18 @@ def slim_notebook_pages(site, notebooks):
             continue
         rel = page.parent.relative_to(site).as_posix()
         figure_dir = posixpath.relpath("generated/figures", rel) + "/"
-        found = ARTICLE.search(text)
-        if found is None:
+        start, end = _article(text)
+        if start is None:
             raise ValueError(f"{page}: no <article> to slim")
+        article = text[start:end]
         slim = (
-            text[: found.start()]
+            text[:start]
             + memo.long_fact(  # the same article slims the same way
                 "slim notebook article",
-                f"{figure_dir}\n{shown}\n{found[1]}",
-                lambda _, a=found[1], d=figure_dir: slim_article(
-                    a, figures, d
-                ),
+                f"{figure_dir}\n{shown}\n{article}",
+                lambda _, a=article, d=figure_dir: slim_article(a, figures, d),
             )
-            + text[found.end() :]
+            + text[end:]
         )
         slim = slim.replace("</head>", f"{DONE}</head>", 1)
         page.write_text(slim, encoding="utf-8")
