@@ -33,15 +33,15 @@ from pathlib import Path
 
 # The slow imports, done once in the server, before any fork.
 WARM = ("numpy", "torch", "matplotlib", "matplotlib.figure", "ipykernel")
-# What only some pages import (about 1.5 s in all: autograd's symbolic
-# shapes, FlexAttention's torch._dynamo, transformers), imported by the
-# server once it serves, one between two requests: a kernel forked after
-# gets them for free, one forked before imports them itself, as it
-# would without the server. None of them starts a thread (the server
-# stays safe to fork).
+# What only some pages import (about a second in all: autograd's
+# symbolic shapes, FlexAttention, transformers), imported by the server
+# once it serves, one between two requests: a kernel forked after gets
+# them for free, one forked before imports them itself, as it would
+# without the server. None of them starts a thread (the server stays
+# safe to fork) or writes a file (torch._dynamo makes a cache folder in
+# the temporary folder on import: not here).
 LATER = (
     "torch.fx.experimental.symbolic_shapes",
-    "torch._dynamo",
     "torch.nn.attention.flex_attention",
     "transformers",
 )
