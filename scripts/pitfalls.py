@@ -93,9 +93,9 @@ def draw(fig, theme):
         )
         ax.set_title(title, fontsize=9)
     fig.suptitle(
-        f"Where each head's entries come from:\ncell t·c: position t, "
-        f"channel c "
-        f"(T = {t}, d_model = {small.d_model})",
+        f"Where each head's entries come from\n"
+        f"(T = {t}, d_model = {small.d_model});\n"
+        "a cell t·c: position t, channel c",
         fontsize=10,
     )
 
