@@ -758,7 +758,7 @@ class MultiHeadAttention:
     # split_heads computes h, not -1: with B = 0, -1 is unknown
     # --8<-- [start:split-heads]
     def split_heads(self, x):
-        # x: (B, T, H * dh); (B, T, H_kv * dh) for K and V
+        # x: (B, T, H * dh); K and V may have fewer heads (grouped-heads page)
         b, t, _ = x.shape
         # h = number of heads in this tensor (H for Q; H_kv for K, V later)
         h = x.shape[-1] // self.d_head
@@ -769,7 +769,8 @@ class MultiHeadAttention:
     # --8<-- [start:merge-heads]
     def merge_heads(self, x):
         b, h, t, dh = x.shape  # (B, H, T, dh)
-        # reshape copies into row-major order where needed (pitfall 5)
+        # reshape copies the transposed array into plain row order
+        # (last index fastest) where it needs to (pitfall 5)
         x = x.transpose(0, 2, 1, 3)  # (B, T, H, dh)
         return x.reshape(b, t, h * dh)  # (B, T, d_model)
         # --8<-- [end:merge-heads]

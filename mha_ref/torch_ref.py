@@ -646,6 +646,7 @@ class MultiHeadAttention(nn.Module):
         d_kv = self.n_kv_head * self.d_head  # d_model when n_kv_head = H
         # --8<-- [start:mha-init-weights]
         # nn.Linear stores its weight as (out, in) and computes x @ W.T
+        # kw: bias, device, dtype (the constructor's arguments)
         self.wq = nn.Linear(d_model, d_model, **kw)
         self.wk = nn.Linear(d_model, d_kv, **kw)  # d_kv = d_model here
         self.wv = nn.Linear(d_model, d_kv, **kw)
@@ -656,7 +657,7 @@ class MultiHeadAttention(nn.Module):
     # split_heads computes h, not -1: with B = 0, -1 is unknown
     # --8<-- [start:split-heads]
     def split_heads(self, x):
-        # x: (B, T, H * dh); (B, T, H_kv * dh) for K and V
+        # x: (B, T, H * dh); K and V may have fewer heads (grouped-heads page)
         b, t, _ = x.shape
         # h = number of heads in this tensor (H for Q; H_kv for K, V later)
         h = x.shape[-1] // self.d_head
@@ -667,8 +668,8 @@ class MultiHeadAttention(nn.Module):
     # --8<-- [start:merge-heads]
     def merge_heads(self, x):
         b, h, t, dh = x.shape  # (B, H, T, dh)
-        # contiguous: copy into row-major order so .view can reshape
-        # (pitfall 5)
+        # .contiguous() copies the transposed tensor into plain row order
+        # (last index fastest), which .view needs (pitfall 5)
         x = x.transpose(1, 2).contiguous()  # (B, T, H, dh)
         return x.view(b, t, h * dh)  # (B, T, d_model)
         # --8<-- [end:merge-heads]
@@ -741,14 +742,16 @@ def sdpa_forward(module, x, mask=None, context=None, positions=None):
     """The module's weights through F.scaled_dot_product_attention."""
     q, k, v = module.project(x, context, positions)  # k, v: H_kv heads
     mask = check.sdpa_forward(q, k, v, mask)  # as attention() does
+    # enable_gqa: query head h reads key/value head h // (H // H_kv)
+    grouped = k.shape[-3] != q.shape[-3]
+    # --8<-- [start:sdpa-call]
     # SDPA's boolean mask means True = allowed: the one place we flip it
     allowed = None if mask is None else ~mask  # (B, H, Tq, Tk)
     # dropout_p does not follow module.eval(): pass 0.0 explicitly
-    # enable_gqa: query head h reads key/value head h // (H // H_kv)
-    grouped = k.shape[-3] != q.shape[-3]
     out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=allowed, dropout_p=0.0, enable_gqa=grouped
-    )  # (B, H, Tq, dh)
+    )  # (B, H, Tq, dh); grouped is False unless H_kv < H (a later page)
+    # --8<-- [end:sdpa-call]
     # finite q and k can still overflow q @ k^T: no silent NaN rows
     finite_tensor(out, "SDPA output")
     return module.wo(module.merge_heads(out))  # (B, Tq, d_model)
@@ -769,8 +772,9 @@ def library_version(module):
         device=weight.device,
         dtype=weight.dtype,
     )
-    with torch.no_grad():
+    with torch.no_grad():  # these copies are not part of training
         # --8<-- [start:library-copy]
+        # copy_ writes into the existing tensor in place
         # Q, K, V stacked row-wise into one (3 d_model, d_model) matrix
         library.in_proj_weight.copy_(
             torch.cat([module.wq.weight, module.wk.weight, module.wv.weight])

@@ -434,11 +434,12 @@ def draw_arrow(ax, start, end, theme, text=None, **text_style):
 
 
 def draw_head_split(
-    ax, theme, positions, channels, row_labels=True, fontsize=7.5
+    ax, theme, positions, channels, row_labels=True, fontsize=7.5, short=False
 ):
     """One head split as a grid: a row per (head, row), a column per
     channel of the head, each cell coloured by the position ``t`` its
-    entry came from and labelled ``t<position> c<channel>``; a thick
+    entry came from and labelled ``t<position> c<channel>`` (``short``:
+    ``<position>·<channel>``, readable larger on a phone); a thick
     line between heads. ``positions`` and ``channels`` are (H, T, dh)."""
     import matplotlib
     import numpy as np
@@ -458,10 +459,11 @@ def draw_head_split(
     )
     ax.set_ylim(h * t - 0.5, -0.5)  # head 0, row 0 at the top
     for (r, c), pos in np.ndenumerate(grid):
+        channel = channels.reshape(h * t, dh)[r, c]
         ax.text(
             c,
             r,
-            f"t{pos} c{channels.reshape(h * t, dh)[r, c]}",
+            f"{pos}·{channel}" if short else f"t{pos} c{channel}",
             ha="center",
             va="center",
             fontsize=fontsize,

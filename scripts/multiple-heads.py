@@ -216,14 +216,18 @@ def draw_split(fig, theme):
         np.broadcast_to(row, (1, fig_t, fig_d_model)),
         np.broadcast_to(channel, (1, fig_t, fig_d_model)),
         row_labels=False,
-        fontsize=8,
+        fontsize=10,
+        short=True,
     )
     top.set_yticks(range(fig_t), [f"position {t}" for t in range(fig_t)])
     top.set_xlabel("channel")
     top.axvline(dh - 0.5, color=theme.text, lw=2)  # head 0 | head 1
-    top.set_title(f"X, {fig_t} × {fig_d_model}", fontsize=10)
+    top.set_title(
+        f"X, {fig_t} × {fig_d_model}\na cell t·c: position t, channel c",
+        fontsize=10,
+    )
     glue.draw_head_split(
-        bottom, theme, split_positions, split_channels, fontsize=10
+        bottom, theme, split_positions, split_channels, fontsize=10, short=True
     )
     bottom.set_title("after split_heads", fontsize=10)
 
@@ -239,7 +243,7 @@ glue.figure(
         f"{dh}. Below, the same entries after split_heads: "
         f"{fig_n_head * fig_t} rows (head, row) by {dh} columns. Each "
         "cell is coloured by the position t it came from and labelled "
-        "with that position and its input channel c. Row r of every "
+        "t·c: that position and its input channel c. Row r of every "
         "head holds position r; head 0 holds "
         f"channels 0 to {dh - 1} of every position, head 1 channels "
         f"{dh} to {2 * dh - 1}."
@@ -287,7 +291,9 @@ def draw_layer_steps(fig, theme):
         scores = f"softmax($Q_{i}K_{i}^T$/√$d_k$)"
         if i == 0:  # straight down into A0
             arrow(ax, (14, 5.6), (14, top - 0.2), theme)
-            ax.text(14.3, 7.1, "split,\n" + scores, va="center", **small)
+            # left of the arrow, on two lines: the right edge is near
+            two = f"split, $A_{i}$ = softmax(\n$Q_{i}K_{i}^T$/√$d_k$)"
+            ax.text(13.7, 7.0, two, ha="right", va="center", **small)
         else:  # down the right side, then left into A1
             ax.annotate(
                 "",
@@ -300,7 +306,8 @@ def draw_layer_steps(fig, theme):
                     "connectionstyle": "angle,angleA=90,angleB=0,rad=0",
                 },
             )
-            ax.text(19.5, top - 0.8, scores, ha="right", va="center", **small)
+            one = f"$A_{i}$ = {scores}"
+            ax.text(19.5, top - 0.9, one, ha="right", va="center", **small)
         m(
             ax,
             12,

@@ -88,12 +88,14 @@ def draw(fig, theme):
             theme,
             split[f"{which}_positions"],  # (H, T, dh)
             split[f"{which}_channels"],
-            fontsize=9,
+            fontsize=10,
+            short=True,
         )
         ax.set_title(title, fontsize=9)
     fig.suptitle(
-        f"Where each head's entries come from:\nposition t, channel c "
-        f"(T = {t}, d_model = {small.d_model})",
+        f"Where each head's entries come from\n"
+        f"(T = {t}, d_model = {small.d_model});\n"
+        "a cell t·c: position t, channel c",
         fontsize=10,
     )
 
@@ -106,7 +108,7 @@ glue.figure(
         f"Two grids, one above the other, of {split['rows']} rows "
         f"(head, row) by "
         f"{small.d_head} columns, each cell coloured by the token "
-        "position it came from and labelled with that position and input "
+        "position it came from and labelled t·c, that position and input "
         "channel. Below, with reshape then transpose, row r of every head "
         "holds position r and each head its own block of channels. Above, "
         "with a direct reshape, only "
