@@ -16,6 +16,8 @@ page_data.py       what the cells glued -> the page's data, tables,
 cache.py           page keys and records: the only file that knows a
                    record's fields
 files.py           writing generated files atomically, when they change
+memo.py            what a file's text says (its imports, what it
+                   glues, ...), read once and kept by its text
 generation.py      generation: the pages that changed, side by side
                    (``python -m pipeline``)
 page_linter.py     the pages agree with the code and the data
@@ -27,6 +29,8 @@ postbuild.py       after either engine: math typeset (typeset_math.py),
                    site's look (notebook_html.py), plain math in the
                    search index (search_index.py)
 serve_hook.py      the same post-build step under ``mkdocs serve``
+jupyter_cache_hook.py  MkDocs renders a notebook page again only when
+                   a cell it shows changed
 zensical.py        the second engine: its config, its extension, the
                    notebook pages it reads
 """
