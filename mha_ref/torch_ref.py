@@ -70,7 +70,8 @@ def dot_product_attention(q, k, v, mask=None):
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
     """
     mask = check.dot_product_attention(q, k, v, mask)
-    dtype = q.dtype  # float16, bfloat16: computed in float32, as SDPA
+    # skip on a first read: half precision runs in float32 (At the edges)
+    dtype = q.dtype  # the inputs' dtype, given back at the end
     wide = torch.promote_types(dtype, torch.float32)  # float64 stays
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
     scores = attention_scores(q, k)  # step 1: Q K^T / sqrt(d_k)

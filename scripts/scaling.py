@@ -26,6 +26,10 @@ sqrt_d_model = glue.value("sqrt_d_model", np.sqrt(d_model))
 unscaled = glue.value("unscaled_weights", numpy_ref.softmax(scores))
 scaled_scores = glue.value("scaled_scores", scores / sqrt_d_head)
 scaled = glue.value("scaled_weights", numpy_ref.softmax(scaled_scores))
+# with two scores, d p_1 / d s_1 = p_1 (1 - p_1) = p_1 p_2: the slope of
+# the weights, how far moving a score moves them
+glue.value("unscaled_slope", unscaled[0] * unscaled[1])
+glue.value("scaled_slope", scaled[0] * scaled[1])
 by_model = glue.value("d_model_scaled_scores", scores / sqrt_d_model)
 by_model_weights = glue.value(
     "d_model_scaled_weights", numpy_ref.softmax(by_model)
