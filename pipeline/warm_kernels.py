@@ -33,18 +33,6 @@ from pathlib import Path
 
 # The slow imports, done once in the server, before any fork.
 WARM = ("numpy", "torch", "matplotlib", "matplotlib.figure", "ipykernel")
-# What only some pages import (about a second in all: autograd's
-# symbolic shapes, FlexAttention, transformers), imported by the server
-# once it serves, one between two requests: a kernel forked after gets
-# them for free, one forked before imports them itself, as it would
-# without the server. None of them starts a thread (the server stays
-# safe to fork) or writes a file (torch._dynamo makes a cache folder in
-# the temporary folder on import: not here).
-LATER = (
-    "torch.fx.experimental.symbolic_shapes",
-    "torch.nn.attention.flex_attention",
-    "transformers",
-)
 THIS = Path(__file__).resolve()
 CONNECT_TRIES = 1200  # x 50 ms: the server imports for a few seconds
 
@@ -59,9 +47,7 @@ class WarmKernels:
     def __enter__(self):
         self.folder = tempfile.TemporaryDirectory(prefix="mha-warm-")
         self.socket = str(Path(self.folder.name, "fork.sock"))
-        request = json.dumps(
-            {"paths": self.paths, "warm": list(WARM), "later": list(LATER)}
-        )
+        request = json.dumps({"paths": self.paths, "warm": list(WARM)})
         self.process = subprocess.Popen(
             [sys.executable, "-E", "-S", str(THIS), "server", self.socket],
             env={**os.environ, **self.env, "MHA_REF_WARM": request},
@@ -147,15 +133,10 @@ def serve(path):
         conn.sendall(f"{pid}\n".encode())
         children[conn] = pid
 
-    later = list(request.get("later", ()))
     while True:
         if os.getppid() != parent:  # its generation is gone: so is it
             stop()
-        wait = 0 if later else 0.2  # nothing to do but the later imports
-        ready, _, _ = select.select([listener, *children], [], [], wait)
-        if not ready and later:
-            with contextlib.suppress(Exception):  # the kernel will say
-                importlib.import_module(later.pop(0))
+        ready, _, _ = select.select([listener, *children], [], [], 0.2)
         for sock in ready:
             if sock is listener:
                 spawn(listener.accept()[0])
