@@ -48,6 +48,7 @@ def main(argv=None):
         "stopped (make serve does this beside the server)",
     )
     args = parser.parse_args(argv)
+    sys.stdout.reconfigure(line_buffering=True)  # into a pipe too
     project = Project(out=args.out)
     mistakes = before_generation(project.root)
     if mistakes and not args.watch:  # a mistake ends the command at once

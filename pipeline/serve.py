@@ -576,6 +576,9 @@ def main(argv=None):
         help="a failing page script's whole traceback, not its last line",
     )
     args = parser.parse_args(argv)
+    # a line as soon as it is said, into a pipe too (`make serve | tee`,
+    # the benchmark): block-buffered, the round's lines waited in a buffer
+    sys.stdout.reconfigure(line_buffering=True)
     project = generation.Project()
     code = serve(
         project,

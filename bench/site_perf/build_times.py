@@ -54,7 +54,9 @@ STEPS = {
     "mkdocs": MKDOCS,
     "typeset": TYPESET,
 }
-COLD = (".cache/generated", "docs/generated", "site")  # emptied when cold
+# emptied when cold: every cache (the pages' records, the figures, the
+# facts of each file, the templates, the notebook pages) and the outputs
+COLD = (".cache", "docs/generated", "site")
 RE_RAN = re.compile(r"^\s*ran\s+(\S+)\s+([\d.]+) s\s*$", re.M)
 RE_TOTAL = re.compile(r"^\s*total\s+([\d.]+) s", re.M)
 
