@@ -37,6 +37,7 @@ import hashlib
 import logging
 import os
 import re
+import time
 from pathlib import Path
 
 from pipeline.notebook_html import slim_notebook_pages
@@ -58,6 +59,13 @@ _command = None
 _dirty = False
 _typesetter = None
 _shared = None  # what every page depends on, at the last build
+# When the build that wrote each page started ({built page: time}): a
+# file a page shows that changed while that build ran (after the page
+# read it, before the page was written) is newer than the build's start,
+# though older than the page; so a page is out of date when what it
+# shows is newer than the start of the build that wrote it.
+_build_started = None
+_built_from = {}
 PLACEHOLDER = re.compile(r"<<-?\s*(\w+)\.")  # << page.name >>: its data
 
 
@@ -89,6 +97,17 @@ def on_config(config):
             logging.CRITICAL
         )
     return config
+
+
+def on_pre_build(config):
+    global _build_started
+    _build_started = time.time()
+
+
+def on_post_page(output, page, config):
+    if _build_started is not None:
+        _built_from[str(Path(page.file.abs_dest_path))] = _build_started
+    return output
 
 
 def on_files(files, config):
@@ -155,7 +174,9 @@ def _shows_newer(root, file, text):
     built = Path(file.abs_dest_path)
     if not built.is_file():
         return True
-    since = built.stat().st_mtime
+    since = min(  # the build that wrote it began before it wrote it
+        built.stat().st_mtime, _built_from.get(str(built), float("inf"))
+    )
     return any(
         p.is_file() and p.stat().st_mtime > since
         for p in _page_inputs(root, file, text)

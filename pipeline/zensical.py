@@ -281,8 +281,6 @@ def write_notebook_pages(out, cache):
     import hashlib
     import json
 
-    import nbformat
-
     folder, docs = Path(out) / config.NOTEBOOKS, config.ROOT / config.DOCS
     record_path = Path(cache) / "notebook-pages.json"
     try:
@@ -303,6 +301,8 @@ def write_notebook_pages(out, cache):
         else:  # --out elsewhere: where docs/generated would put it
             generated = Path(config.GENERATED).relative_to(config.DOCS)
             url = generated / config.NOTEBOOKS / notebook.stem
+        import nbformat  # only here: 0.15 s to import, for a no-op run
+
         nb = nbformat.reads(data.decode("utf-8"), as_version=4)
         atomic_write(page, notebook_page(nb, notebook.name, f"{url}/"))
     for page in folder.glob("*.md"):

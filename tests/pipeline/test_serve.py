@@ -504,3 +504,57 @@ def test_dirty_rebuild_renders_the_pages_whose_shown_files_changed(
         assert stale() == ["alpha.md", "beta.md", "delta.md"]
     finally:
         serve_hook.on_startup(None, dirty=False)
+
+
+def test_a_file_changed_while_its_page_was_built_rebuilds_it(
+    tmp_path, monkeypatch
+):
+    """A build reads a page's inputs, then writes the page: an input
+    that changes between the two is older than the written page but
+    newer than the build's start, so the next build renders the page
+    again (before, the page kept what it read: code ahead of, or behind,
+    its numbers until some other edit)."""
+    from types import SimpleNamespace
+
+    from pipeline import serve_hook
+
+    root = tmp_path
+    for relative, text in {
+        "mkdocs.yml": "site_name: tiny\n",
+        "docs/beta.md": "# Beta\n\n<< gamma.z >>\n",
+        "docs/generated/data/gamma.json": '{"z": 1}\n',
+    }.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    page = _File(root, "beta.md")
+    written = SimpleNamespace(file=page)  # what on_post_page gets
+    built = Path(page.abs_dest_path)
+    built.parent.mkdir(parents=True)
+    config = SimpleNamespace(config_file_path=str(root / "mkdocs.yml"))
+    monkeypatch.setattr(serve_hook, "_shared", None)
+    monkeypatch.setattr(serve_hook, "_built_from", {})
+    serve_hook.on_startup("serve", dirty=True)
+    try:
+        now = time.time()
+
+        def stale():
+            fresh = _File(root, "beta.md")
+            serve_hook.on_files([fresh], config)
+            return fresh.is_modified()
+
+        stale()  # the first build: every page
+        serve_hook.on_pre_build(config)  # a build starts at `now` ...
+        monkeypatch.setattr(serve_hook, "_build_started", now)
+        data = root / "docs/generated/data/gamma.json"
+        os.utime(data, (now + 1,) * 2)  # ... the data changes ...
+        built.write_text("<html></html>")  # ... and the page is written
+        os.utime(built, (now + 2,) * 2)
+        serve_hook.on_post_page("", page=written, config=config)
+        assert stale()  # newer than the build's start: rendered again
+        serve_hook.on_pre_build(config)
+        monkeypatch.setattr(serve_hook, "_build_started", now + 3)
+        os.utime(built, (now + 4,) * 2)
+        serve_hook.on_post_page("", page=written, config=config)
+        assert not stale()  # built from it since
+    finally:
+        serve_hook.on_startup(None, dirty=False)
