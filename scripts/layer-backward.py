@@ -128,6 +128,8 @@ if bo_max_diff != 0:
     raise ValueError(f"db_O differs from autograd by {bo_max_diff}")
 glue.value("d_model", d_model)
 glue.value("batch", batch)
+# the rows each db_O sums: B * Tq per column of the table
+glue.value("bo_rows", sorted({batch * r["tq"] for r in results.values()}))
 
 
 # %% [markdown]
