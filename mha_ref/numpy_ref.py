@@ -845,6 +845,9 @@ class MultiHeadAttention:
             positions = np.arange(x.shape[1])  # (T,): 0 .. T - 1
         q, k = self.rotate(q, k, positions)  # RoPE only
         out, _ = attention(q, k, v, mask)  # (B, H, Tq, dh)
+        # the shapes shown below are for H_kv = H; with grouped heads
+        # (a later page) dk and dv are (B, Tk, H_kv * dh), each summed
+        # over its group of query heads inside attention_backward
         # --8<-- [start:mha-backward-output]
         # y = M Wo + bo, M = merge_heads(out): dWo = M^T dy, dM = dy Wo^T
         grads["Wo"], grads["bo"], d_merged = linear_backward(
@@ -855,7 +858,6 @@ class MultiHeadAttention:
         # merge_heads is a transpose then a reshape; split_heads undoes
         # both, so it carries the gradient back: (B, Tq, d_model) to heads
         d_out = self.split_heads(d_merged)  # (B, H, Tq, dh)
-        # with grouped heads (a later page), dk and dv sum over a group
         dq, dk, dv = attention_backward(q, k, v, d_out, mask)
         # --8<-- [end:mha-backward-split]
         # --8<-- [start:mha-backward-rope]
@@ -867,8 +869,8 @@ class MultiHeadAttention:
         # --8<-- [start:mha-backward-merge]
         # and merge_heads carries split_heads' gradient back
         dq = self.merge_heads(dq)  # (B, Tq, d_model)
-        dk = self.merge_heads(dk)  # (B, Tk, H_kv * dh)
-        dv = self.merge_heads(dv)  # (B, Tk, H_kv * dh)
+        dk = self.merge_heads(dk)  # (B, Tk, d_model)
+        dv = self.merge_heads(dv)  # (B, Tk, d_model)
         # --8<-- [end:mha-backward-merge]
         # --8<-- [start:mha-backward-projections]
         # Q = X Wq + bq: dWq = X^T dQ, dX = dQ Wq^T; K and V alike

@@ -10,6 +10,8 @@
 # the weights used as `x @ w`.
 
 # %%
+from importlib.metadata import version
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -21,6 +23,7 @@ from mha_ref import diagnose, diagnose_examples
 # a mask whose True means blocked
 glue.value("rtol", diagnose.RTOL)
 glue.value("atol", diagnose.ATOL)
+glue.value("transformers_version", version("transformers"))  # read there
 glue.value(
     "sdpa_report",
     str(
@@ -35,11 +38,13 @@ for mistake in diagnose_examples.PITFALLS:
     report = diagnose.layer(diagnose_examples.pitfall_layer(mistake))
     print(f"{mistake}: {report}")
     for finding in report.findings:
-        pitfall_rows.append([mistake, f"`{finding.name}`", finding.message])
+        pitfall_rows.append(  # two columns: readable at 390 px
+            [mistake, f"`{finding.name}`: {finding.message}"]
+        )
         smallest.add(str(finding.case))
 glue.table(
     "diagnose-pitfalls",
-    ["pitfall", "finding", "what the checker says"],
+    ["pitfall", "finding: what the checker says"],
     pitfall_rows,
 )
 glue.value("pitfalls_smallest_case", sorted(smallest))
@@ -101,8 +106,8 @@ for name, fn, framework, dtype in correct:
     else:  # the full report is glued below the table
         verdict = ", ".join(f"`{f.name}`" for f in report.findings)
         glue.value(f"{dtype}_report", str(report))
-    correct_rows.append([verdict, f"`{name}`", f"{framework} {dtype}"])
-header = ["report", "function", "run in"]
+    correct_rows.append([f"`{name}`", f"{framework} {dtype}", verdict])
+header = ["function", "run in", "report"]
 glue.table("diagnose-correct", header, correct_rows[:5])  # the layers
 glue.table("diagnose-module", header, correct_rows[5:])  # the module
 

@@ -513,7 +513,8 @@ def draw(fig, theme):
         if cuda:
             ax.legend(fontsize=8, loc="lower right")
     axes[-1].set_xlabel(
-        "max abs difference from torch_ref\n(all masks, bias on/off)",
+        "max abs difference from the from-scratch\n"
+        "layer (torch_ref; all masks, bias on/off)",
         fontsize=9,
     )
 

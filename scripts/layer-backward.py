@@ -128,6 +128,8 @@ if bo_max_diff != 0:
     raise ValueError(f"db_O differs from autograd by {bo_max_diff}")
 glue.value("d_model", d_model)
 glue.value("batch", batch)
+# the rows each db_O sums: B * Tq per column of the table
+glue.value("bo_rows", sorted({batch * r["tq"] for r in results.values()}))
 
 
 # %% [markdown]
@@ -162,14 +164,16 @@ boxes = [  # (array, its shape in symbols), forward order
     ("Y", ("B", "T", "d_model")),
 ]
 arrows = [  # (the page's step, the forward operation), between two boxes
-    ("step 7", "× W_Q, W_K, W_V"),
+    ("step 7", "× W_Q, W_K, W_V\n(+ b_Q, b_K, b_V)"),
     ("step 6", "split into heads"),
-    ("step 4", "Q Kᵀ / √d_k"),
+    ("step 4", "Q Kᵀ / √d_k\n(Q, K only)"),
     ("step 3", "softmax"),
-    ("steps 1, 2", "A V"),
+    ("step 2: dA", "A V"),
     ("step 6", "merge heads"),
     ("step 5", "× W_O, + b_O"),
 ]
+V_FROM, V_INTO = 2, 4  # V leaves the heads box, joins the "A V" arrow
+V_STEP = "step 1: dV = Aᵀ dO"
 
 
 def shape_text(symbols):
@@ -182,6 +186,7 @@ def draw_roadmap(fig, theme):
 
     ax = glue.diagram_axes(fig, 10.4, 16.5)
     pitch = 2.15  # one box and the arrow under it
+    lane = 0.85  # V's side branch, left of the boxes
     for i, (name, symbols) in enumerate(boxes):
         y = 0.2 + i * pitch
         ax.add_patch(
@@ -202,20 +207,33 @@ def draw_roadmap(fig, theme):
             top, bottom = y + 1.1, y + pitch - 0.05
             glue.draw_arrow(ax, (3.0, top), (3.0, bottom), theme)
             middle = (top + bottom) / 2
-            ax.text(3.4, middle, operation, va="center")
+            ax.text(3.4, middle, operation, va="center", linespacing=1.0)
+            steps = step if i != V_INTO else f"{step}\n{V_STEP}"
             ax.text(
                 9.9,
                 middle,
-                step,
+                steps,
                 va="center",
                 ha="right",
                 color=theme.series[1],
                 weight="bold",
+                linespacing=1.0,
             )
+    # V: from the heads box, past S and A, into the "A V" arrow
+    source = 0.2 + V_FROM * pitch + 0.52
+    join = 0.2 + V_INTO * pitch + 1.1 + (pitch - 1.15) / 2
+    ax.plot(
+        [1.2, lane, lane],
+        [source, source, join],
+        color=theme.text,
+        linewidth=1.0,
+    )
+    glue.draw_arrow(ax, (lane, join), (2.95, join), theme)
+    ax.text(1.9, join + 0.08, "V", va="top", ha="center", weight="bold")
     # the backward pass: the whole column, bottom to top
-    glue.draw_arrow(ax, (0.45, 15.3), (0.45, 0.4), theme)
+    glue.draw_arrow(ax, (0.3, 15.3), (0.3, 0.4), theme)
     ax.text(
-        0.15,
+        0.05,
         7.9,
         "backward",
         rotation=90,
@@ -223,6 +241,10 @@ def draw_roadmap(fig, theme):
         ha="right",
         color=theme.series[1],
     )
+
+
+def _one_line(text):
+    return text.replace("\n", " ")
 
 
 glue.figure(
@@ -236,37 +258,18 @@ glue.figure(
         + "; ".join(
             f"{name} {shape_text(symbols)}"
             + (
-                f", then {arrows[i][1]} ({arrows[i][0]})"
+                f", then {_one_line(arrows[i][1])} ({arrows[i][0]})"
                 if i < len(arrows)
                 else ""
             )
             for i, (name, symbols) in enumerate(boxes)
         )
-        + ". An arrow along the left points up: the backward pass runs "
-        "from Y back to X, and each forward arrow is labelled with the "
-        "step of the page that carries the gradient back across it."
+        + ". V does not pass through S or A: a side branch on the left "
+        "carries it from the split heads into the A V arrow, labelled "
+        f"{V_STEP}. An arrow along the left points up: the backward pass "
+        "runs from Y back to X, and each forward arrow is labelled with "
+        "the step of the page that carries the gradient back across it."
     ),
-)
-
-
-# %%
-def diff_text(x):
-    return "0" if x == 0 else f"{x:.1e}"
-
-
-params = ["x", "context", "Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo"]
-glue.table(
-    "layer-backward-grads",
-    ["gradient", "self", "cross", "GQA"],
-    [
-        [f"`{p}`"]
-        + [
-            diff_text(r["diffs"][p]) if p in r["diffs"] else "–"
-            for r in results.values()
-        ]
-        for p in params
-    ],
-    "lrrr",
 )
 
 # %% [markdown]
@@ -463,10 +466,13 @@ glue.figure(
         f"Log-log line chart of peak memory against sequence length T "
         f"from {lengths[0]} to {lengths[-1]}, causal attention backward "
         f"in NumPy with {lead[1]} heads of size {d_head} in float64. "
-        f"The plain backward grows {fmt(memory['plain_growth'], 2)} times "
-        f"when T doubles and reaches {fmt(mib(plain_peak[-1]), 3)} MiB; "
-        f"the tiled backward grows {fmt(memory['tiled_growth'], 2)} times "
-        f"and reaches {fmt(mib(tiled_peak[-1]), 3)} MiB."
+        "Each doubling of T multiplies the plain backward's peak by a "
+        "factor that approaches 4 "
+        f"({fmt(memory['plain_growth'], 3)} at the last doubling; it "
+        f"reaches {fmt(mib(plain_peak[-1]), 3)} MiB) and the tiled "
+        "backward's by a factor that approaches 2 "
+        f"({fmt(memory['tiled_growth'], 3)}; it reaches "
+        f"{fmt(mib(tiled_peak[-1]), 3)} MiB)."
     ),
 )
 

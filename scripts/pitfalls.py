@@ -42,6 +42,7 @@ glue.value(
         "shape_wrong": list(wrong.shape),
         "same_shape": right.shape == wrong.shape,
         "max_abs_diff": float(abs(right - wrong).max()),
+        "largest_entry": float(abs(right).max()),
     },
 )
 
@@ -215,7 +216,11 @@ glue.value(
 merged = small.merge_heads(heads_out)  # (B, T, d_model)
 wrong = pitfalls.wrong_merge_heads(heads_out)  # same shape
 glue.value(
-    "wrong_merge", {"max_abs_diff": float(np.abs(wrong - merged).max())}
+    "wrong_merge",
+    {
+        "max_abs_diff": float(np.abs(wrong - merged).max()),
+        "largest_entry": float(np.abs(merged).max()),
+    },
 )
 out = torch.zeros(2, 4, 6, 8)  # (B, H, T, dh)
 try:
