@@ -272,6 +272,27 @@ glue.figure(
     ),
 )
 
+
+# %%
+def diff_text(x):
+    return "0" if x == 0 else f"{x:.1e}"
+
+
+params = ["x", "context", "Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo"]
+glue.table(
+    "layer-backward-grads",
+    ["gradient", "self", "cross", "GQA"],
+    [
+        [f"`{p}`"]
+        + [
+            diff_text(r["diffs"][p]) if p in r["diffs"] else "–"
+            for r in results.values()
+        ]
+        for p in params
+    ],
+    "lrrr",
+)
+
 # %% [markdown]
 # ## What the forward pass saves: $D$
 #
