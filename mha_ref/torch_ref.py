@@ -70,7 +70,7 @@ def dot_product_attention(q, k, v, mask=None):
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
     """
     mask = check.dot_product_attention(q, k, v, mask)
-    # skip on a first read: half precision runs in float32 (At the edges)
+    # skip on a first read: float16 (16-bit) is computed in float32 (32-bit)
     dtype = q.dtype  # the inputs' dtype, given back at the end
     wide = torch.promote_types(dtype, torch.float32)  # float64 stays
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
