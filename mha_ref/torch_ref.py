@@ -658,7 +658,7 @@ class MultiHeadAttention(nn.Module):
     # split_heads computes h, not -1: with B = 0, -1 is unknown
     # --8<-- [start:split-heads]
     def split_heads(self, x):
-        # x: (B, T, H * dh); K and V may have fewer heads (grouped-heads page)
+        # x: (B, T, H * dh)
         b, t, _ = x.shape
         # h = number of heads in this tensor (H for Q; H_kv for K, V later)
         h = x.shape[-1] // self.d_head
@@ -670,7 +670,8 @@ class MultiHeadAttention(nn.Module):
     def merge_heads(self, x):
         b, h, t, dh = x.shape  # (B, H, T, dh)
         # .contiguous() copies the transposed tensor into plain row order
-        # (last index fastest), which .view needs (pitfall 5)
+        # (last index fastest), which .view needs (pitfall 5): .view only
+        # relabels memory, so the entries must already be in row order
         x = x.transpose(1, 2).contiguous()  # (B, T, H, dh)
         return x.view(b, t, h * dh)  # (B, T, d_model)
         # --8<-- [end:merge-heads]
@@ -699,7 +700,7 @@ class MultiHeadAttention(nn.Module):
 
     # --8<-- [start:mha-attend]
     def attend_heads(self, q, k, v, mask=None):
-        """The five steps in every head; a key/value head serves G query
+        """Steps 1 to 4 in every head; a key/value head serves G query
         heads when the layer groups them (n_kv_head < n_head)."""
         group = self.n_head // self.n_kv_head  # G = H // H_kv
         if group > 1:  # grouped-query attention: repeat each K, V head

@@ -130,7 +130,7 @@ glue.value(
 
 
 # %% [markdown]
-# ## The forward, its five steps alone
+# ## The forward, its five stages alone
 #
 # The module's forward also handles cross-attention, rotary positions,
 # grouped heads and its input checks. Without them it is project,
@@ -166,7 +166,7 @@ def torch_layer_forward(layer, x, mask=None):
 
 steps_y, _ = layer_forward(layer, x, mask)  # (B, T, d_model)
 if not np.array_equal(steps_y, y):
-    raise ValueError("the five steps alone are not the layer's forward")
+    raise ValueError("the five stages alone are not the layer's forward")
 torch_layer = torch_ref.MultiHeadAttention(
     d_model, n_head, bias=True, dtype=torch.float64
 )
@@ -177,7 +177,7 @@ with torch.no_grad():
         torch_layer_forward(torch_layer, tx, tmask)[0],
         torch_layer(tx, tmask)[0],
     ):
-        raise ValueError("the five steps alone are not the module's forward")
+        raise ValueError("the five stages alone are not the module's forward")
 glue.value("steps_match", True)
 
 # %% [markdown]
