@@ -42,7 +42,8 @@ def softmax(logits, axis=-1, empty_rows="raise"):
     """Softmax along ``axis``, stable for large logits, -inf = masked.
 
     A row of only -inf (no allowed key) is refused, or gets weights 0
-    with empty_rows="zero", as SDPA's boolean mask defines it.
+    with empty_rows="zero", as SDPA returns in practice (since PyTorch
+    2.5; its documentation does not define it).
 
     >>> softmax(np.array([1000.0, 1000.0]))
     array([0.5, 0.5])
