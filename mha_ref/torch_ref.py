@@ -607,8 +607,9 @@ def linear(x, weight, bias=None):
     """y = x W^T + b, the learned linear map: (..., d_in) -> (..., d_out).
 
     weight (d_out, d_in), as nn.Linear stores it; bias (d_out,) or None.
-    This is nn.Linear's forward: the layer's self.wq(x) runs it with
-    self.wq.weight and self.wq.bias. No checks.
+    nn.Linear's forward calls F.linear, as linear does: the layer's
+    self.wq(x) computes it with self.wq.weight and self.wq.bias. No
+    checks.
 
     >>> linear(torch.ones(1, 2), torch.ones(3, 2), torch.arange(3.0))
     tensor([[2., 3., 4.]])
@@ -685,7 +686,7 @@ class MultiHeadAttention(nn.Module):
         weight = self.wq.weight  # the module's dtype and device
         check.forward(x, context, self.d_model, weight, self.rope)
         context = x if context is None else context  # self-attention
-        # project: Q = X Wq, K = C Wk, V = C Wv (nn.Linear runs linear)
+        # project: Q = X Wq, K = C Wk, V = C Wv (nn.Linear calls F.linear)
         q = self.wq(x)  # (B, Tq, d_model): all heads in one product
         k = self.wk(context)  # (B, Tk, H_kv * dh)
         v = self.wv(context)  # (B, Tk, H_kv * dh)

@@ -121,7 +121,7 @@ glue.value(
         "d_model": d_model,
         "n_head": n_head,
         "loop_diff": glue.fmt(np.abs(y - y_loop).max(), 2),
-        # the loop adds the same products in the same order: bit for bit
+        # bit for bit when the BLAS adds both in the same order
         "loop_exact": bool(np.array_equal(y, y_loop)),
         "sum_exact": bool(np.array_equal(y, y_sum)),
         "sum_diff": glue.fmt(np.abs(y - y_sum).max(), 2),
@@ -154,7 +154,7 @@ def layer_forward(layer, x, mask=None):
 # --8<-- [start:layer-steps-torch]
 def torch_layer_forward(layer, x, mask=None):
     """torch_ref.MultiHeadAttention's forward, self-attention only."""
-    q = layer.wq(x)  # (B, T, d_model): nn.Linear runs linear
+    q = layer.wq(x)  # (B, T, d_model): nn.Linear calls F.linear
     k, v = layer.wk(x), layer.wv(x)  # (B, T, d_model)
     q = layer.split_heads(q)  # (B, H, T, dh)
     k, v = layer.split_heads(k), layer.split_heads(v)  # (B, H, T, dh)
@@ -223,7 +223,7 @@ def draw_split(fig, theme):
     top.set_xlabel("channel")
     top.axvline(dh - 0.5, color=theme.text, lw=2)  # head 0 | head 1
     top.set_title(
-        f"X, {fig_t} × {fig_d_model}\na cell t·c: position t, channel c",
+        f"X, {fig_t} × {fig_d_model}\na cell t,c: position t, channel c",
         fontsize=10,
     )
     glue.draw_head_split(
@@ -243,7 +243,7 @@ glue.figure(
         f"{dh}. Below, the same entries after split_heads: "
         f"{fig_n_head * fig_t} rows (head, row) by {dh} columns. Each "
         "cell is coloured by the position t it came from and labelled "
-        "t·c: that position and its input channel c. Row r of every "
+        "t,c: that position and its input channel c. Row r of every "
         "head holds position r; head 0 holds "
         f"channels 0 to {dh - 1} of every position, head 1 channels "
         f"{dh} to {2 * dh - 1}."
