@@ -54,6 +54,7 @@ def softmax(logits, axis=-1, empty_rows="raise"):
     """
     values = check.softmax(logits, axis, empty_rows)  # no NaN, no +inf
     return softmax_rows(values, axis)
+    # --8<-- [end:softmax]
 
 
 # --8<-- [start:softmax-rows]
@@ -70,7 +71,6 @@ def softmax_rows(scores, axis=-1):
     total = np.sum(weights, axis=axis, keepdims=True)  # 0 for such a row
     return weights / np.where(total == 0, 1.0, total)
     # --8<-- [end:softmax-rows]
-    # --8<-- [end:softmax]
 
 
 # --8<-- [start:weighted-sum]
