@@ -42,7 +42,8 @@ def softmax(logits, axis=-1, empty_rows="raise"):
     """Softmax along ``axis``, stable for large logits, -inf = masked.
 
     A row of only -inf (no allowed key) is refused, or gets weights 0
-    with empty_rows="zero", as SDPA's boolean mask defines it.
+    with empty_rows="zero", as SDPA returns in practice (since PyTorch
+    2.5; its documentation does not define it).
 
     >>> softmax(np.array([1000.0, 1000.0]))
     array([0.5, 0.5])
@@ -53,6 +54,7 @@ def softmax(logits, axis=-1, empty_rows="raise"):
     """
     values = check.softmax(logits, axis, empty_rows)  # no NaN, no +inf
     return softmax_rows(values, axis)
+    # --8<-- [end:softmax]
 
 
 # --8<-- [start:softmax-rows]
@@ -69,7 +71,6 @@ def softmax_rows(scores, axis=-1):
     total = np.sum(weights, axis=axis, keepdims=True)  # 0 for such a row
     return weights / np.where(total == 0, 1.0, total)
     # --8<-- [end:softmax-rows]
-    # --8<-- [end:softmax]
 
 
 # --8<-- [start:weighted-sum]
@@ -758,7 +759,7 @@ class MultiHeadAttention:
     # split_heads computes h, not -1: with B = 0, -1 is unknown
     # --8<-- [start:split-heads]
     def split_heads(self, x):
-        # x: (B, T, H * dh); K and V may have fewer heads (grouped-heads page)
+        # x: (B, T, H * dh)
         b, t, _ = x.shape
         # h = number of heads in this tensor (H for Q; H_kv for K, V later)
         h = x.shape[-1] // self.d_head
@@ -798,7 +799,7 @@ class MultiHeadAttention:
 
     # --8<-- [start:mha-attend]
     def attend_heads(self, q, k, v, mask=None):
-        """The five steps in every head; a key/value head serves G query
+        """Steps 1 to 4 in every head; a key/value head serves G query
         heads when the layer groups them (n_kv_head < n_head)."""
         group = self.n_head // self.n_kv_head  # G = H // H_kv
         if group > 1:  # grouped-query attention: repeat each K, V head

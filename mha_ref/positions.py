@@ -21,7 +21,8 @@ def sinusoidal_encoding(
 
     layout "interleaved": PE[p, 2i] = sin, PE[p, 2i + 1] = cos (the
     paper); "halves": the d / 2 sines, then the d / 2 cosines.
-    frequencies "paper": omega_i = base^(-2i / d); "fairseq":
+    frequencies "paper": omega_i = base^(-2i / d); "fairseq" (the
+    fairseq library's, Where positions come from):
     omega_i = base^(-i / (d / 2 - 1)).
     """
     check.sinusoidal_encoding(n_positions, d, base, layout, frequencies)

@@ -70,7 +70,7 @@ def dot_product_attention(q, k, v, mask=None):
     Returns the output (..., Tq, dv) and the weights (..., Tq, Tk).
     """
     mask = check.dot_product_attention(q, k, v, mask)
-    # skip on a first read: half precision runs in float32 (At the edges)
+    # skip on a first read: float16 (16-bit) is computed in float32 (32-bit)
     dtype = q.dtype  # the inputs' dtype, given back at the end
     wide = torch.promote_types(dtype, torch.float32)  # float64 stays
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
@@ -607,8 +607,9 @@ def linear(x, weight, bias=None):
     """y = x W^T + b, the learned linear map: (..., d_in) -> (..., d_out).
 
     weight (d_out, d_in), as nn.Linear stores it; bias (d_out,) or None.
-    This is nn.Linear's forward: the layer's self.wq(x) runs it with
-    self.wq.weight and self.wq.bias. No checks.
+    nn.Linear's forward calls F.linear, as linear does: the layer's
+    self.wq(x) computes it with self.wq.weight and self.wq.bias. No
+    checks.
 
     >>> linear(torch.ones(1, 2), torch.ones(3, 2), torch.arange(3.0))
     tensor([[2., 3., 4.]])
@@ -658,7 +659,7 @@ class MultiHeadAttention(nn.Module):
     # split_heads computes h, not -1: with B = 0, -1 is unknown
     # --8<-- [start:split-heads]
     def split_heads(self, x):
-        # x: (B, T, H * dh); K and V may have fewer heads (grouped-heads page)
+        # x: (B, T, H * dh)
         b, t, _ = x.shape
         # h = number of heads in this tensor (H for Q; H_kv for K, V later)
         h = x.shape[-1] // self.d_head
@@ -670,7 +671,8 @@ class MultiHeadAttention(nn.Module):
     def merge_heads(self, x):
         b, h, t, dh = x.shape  # (B, H, T, dh)
         # .contiguous() copies the transposed tensor into plain row order
-        # (last index fastest), which .view needs (pitfall 5)
+        # (last index fastest), which .view needs (pitfall 5): .view only
+        # relabels memory, so the entries must already be in row order
         x = x.transpose(1, 2).contiguous()  # (B, T, H, dh)
         return x.view(b, t, h * dh)  # (B, T, d_model)
         # --8<-- [end:merge-heads]
@@ -684,7 +686,7 @@ class MultiHeadAttention(nn.Module):
         weight = self.wq.weight  # the module's dtype and device
         check.forward(x, context, self.d_model, weight, self.rope)
         context = x if context is None else context  # self-attention
-        # project: Q = X Wq, K = C Wk, V = C Wv (nn.Linear runs linear)
+        # project: Q = X Wq, K = C Wk, V = C Wv (nn.Linear calls F.linear)
         q = self.wq(x)  # (B, Tq, d_model): all heads in one product
         k = self.wk(context)  # (B, Tk, H_kv * dh)
         v = self.wv(context)  # (B, Tk, H_kv * dh)
@@ -699,7 +701,7 @@ class MultiHeadAttention(nn.Module):
 
     # --8<-- [start:mha-attend]
     def attend_heads(self, q, k, v, mask=None):
-        """The five steps in every head; a key/value head serves G query
+        """Steps 1 to 4 in every head; a key/value head serves G query
         heads when the layer groups them (n_kv_head < n_head)."""
         group = self.n_head // self.n_kv_head  # G = H // H_kv
         if group > 1:  # grouped-query attention: repeat each K, V head

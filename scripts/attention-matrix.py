@@ -304,8 +304,8 @@ def draw(fig, theme):
     bar.set_label("weight (rows sum to 1)", fontsize=9)
     bar.ax.tick_params(labelsize=8.5)
     fig.suptitle(
-        f"Causal weights, {n_head} heads, T = {t_heads}\n"
-        "(hatched grey = masked future)",
+        f"Causal weights, {n_head} untrained heads, T = {t_heads},\n"
+        f"input × {scale:g} (hatched grey = masked future)",
         fontsize=9,
     )
 

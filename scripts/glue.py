@@ -439,7 +439,7 @@ def draw_head_split(
     """One head split as a grid: a row per (head, row), a column per
     channel of the head, each cell coloured by the position ``t`` its
     entry came from and labelled ``t<position> c<channel>`` (``short``:
-    ``<position>·<channel>``, readable larger on a phone); a thick
+    ``<position>,<channel>``, readable larger on a phone); a thick
     line between heads. ``positions`` and ``channels`` are (H, T, dh)."""
     import matplotlib
     import numpy as np
@@ -463,7 +463,7 @@ def draw_head_split(
         ax.text(
             c,
             r,
-            f"{pos}·{channel}" if short else f"t{pos} c{channel}",
+            f"{pos},{channel}" if short else f"t{pos} c{channel}",
             ha="center",
             va="center",
             fontsize=fontsize,

@@ -121,7 +121,7 @@ glue.value(
         "d_model": d_model,
         "n_head": n_head,
         "loop_diff": glue.fmt(np.abs(y - y_loop).max(), 2),
-        # the loop adds the same products in the same order: bit for bit
+        # bit for bit when the BLAS adds both in the same order
         "loop_exact": bool(np.array_equal(y, y_loop)),
         "sum_exact": bool(np.array_equal(y, y_sum)),
         "sum_diff": glue.fmt(np.abs(y - y_sum).max(), 2),
@@ -130,7 +130,7 @@ glue.value(
 
 
 # %% [markdown]
-# ## The forward, its five steps alone
+# ## The forward, its five stages alone
 #
 # The module's forward also handles cross-attention, rotary positions,
 # grouped heads and its input checks. Without them it is project,
@@ -154,7 +154,7 @@ def layer_forward(layer, x, mask=None):
 # --8<-- [start:layer-steps-torch]
 def torch_layer_forward(layer, x, mask=None):
     """torch_ref.MultiHeadAttention's forward, self-attention only."""
-    q = layer.wq(x)  # (B, T, d_model): nn.Linear runs linear
+    q = layer.wq(x)  # (B, T, d_model): nn.Linear calls F.linear
     k, v = layer.wk(x), layer.wv(x)  # (B, T, d_model)
     q = layer.split_heads(q)  # (B, H, T, dh)
     k, v = layer.split_heads(k), layer.split_heads(v)  # (B, H, T, dh)
@@ -166,7 +166,7 @@ def torch_layer_forward(layer, x, mask=None):
 
 steps_y, _ = layer_forward(layer, x, mask)  # (B, T, d_model)
 if not np.array_equal(steps_y, y):
-    raise ValueError("the five steps alone are not the layer's forward")
+    raise ValueError("the five stages alone are not the layer's forward")
 torch_layer = torch_ref.MultiHeadAttention(
     d_model, n_head, bias=True, dtype=torch.float64
 )
@@ -177,7 +177,7 @@ with torch.no_grad():
         torch_layer_forward(torch_layer, tx, tmask)[0],
         torch_layer(tx, tmask)[0],
     ):
-        raise ValueError("the five steps alone are not the module's forward")
+        raise ValueError("the five stages alone are not the module's forward")
 glue.value("steps_match", True)
 
 # %% [markdown]
@@ -223,7 +223,7 @@ def draw_split(fig, theme):
     top.set_xlabel("channel")
     top.axvline(dh - 0.5, color=theme.text, lw=2)  # head 0 | head 1
     top.set_title(
-        f"X, {fig_t} × {fig_d_model}\na cell t·c: position t, channel c",
+        f"X, {fig_t} × {fig_d_model}\na cell t,c: position t, channel c",
         fontsize=10,
     )
     glue.draw_head_split(
@@ -243,7 +243,7 @@ glue.figure(
         f"{dh}. Below, the same entries after split_heads: "
         f"{fig_n_head * fig_t} rows (head, row) by {dh} columns. Each "
         "cell is coloured by the position t it came from and labelled "
-        "t·c: that position and its input channel c. Row r of every "
+        "t,c: that position and its input channel c. Row r of every "
         "head holds position r; head 0 holds "
         f"channels 0 to {dh - 1} of every position, head 1 channels "
         f"{dh} to {2 * dh - 1}."
@@ -271,7 +271,7 @@ def draw_layer(fig, theme):
 
 
 def draw_layer_steps(fig, theme):
-    ax = glue.diagram_axes(fig, 20.4, 27.4)
+    ax = glue.diagram_axes(fig, 20.4, 29.2)
     m = glue.draw_matrix  # (ax, x, y, theme, values, ...): right edge
     arrow = glue.draw_arrow  # (ax, start, end, theme, text)
     colours = theme.series  # head i: colours[i]
@@ -285,15 +285,12 @@ def draw_layer_steps(fig, theme):
     shared = {"vmin": -out_scale, "vmax": out_scale}
     small = {"fontsize": 10}
     for i in range(fig_n_head):
-        top = 8.6 + 6.6 * i
+        top = 9.2 + 7.6 * i
         block = (fig_t, dh)  # head i's columns of Q, then its steps
         m(ax, 12 + i * dh, 1.4, theme, shape=block, outline=colours[i])
-        scores = f"softmax($Q_{i}K_{i}^T$/√$d_k$)"
         if i == 0:  # straight down into A0
-            arrow(ax, (14, 5.6), (14, top - 0.2), theme)
-            # left of the arrow, on two lines: the right edge is near
-            two = f"split, $A_{i}$ = softmax(\n$Q_{i}K_{i}^T$/√$d_k$)"
-            ax.text(13.7, 7.0, two, ha="right", va="center", **small)
+            arrow(ax, (14, 5.6), (14, top - 1.3), theme)
+            ax.text(13.7, 6.7, "split", ha="right", va="center", **small)
         else:  # down the right side, then left into A1
             ax.annotate(
                 "",
@@ -306,8 +303,9 @@ def draw_layer_steps(fig, theme):
                     "connectionstyle": "angle,angleA=90,angleB=0,rad=0",
                 },
             )
-            one = f"$A_{i}$ = {scores}"
-            ax.text(19.5, top - 0.9, one, ha="right", va="center", **small)
+        # each head's formula right above its own grid of weights
+        formula = f"$A_{i}$ = softmax($Q_{i}K_{i}^T$/√$d_k$)"
+        ax.text(14, top - 0.6, formula, ha="center", va="center", **small)
         m(
             ax,
             12,
@@ -331,21 +329,21 @@ def draw_layer_steps(fig, theme):
             below=f"$O_{i}$ {fig_t} × {dh}",
             **shared,
         )
-    arrow(ax, (3.8, 10.6), (2, 21.6), theme)
-    arrow(ax, (8.5, 19.4), (7.4, 21.9), theme)
-    ax.text(0.2, 16.5, "concatenate", ha="left", va="center", rotation=90)
-    m(ax, 0, 22.2, theme, fig_concat[0], **shared)
+    arrow(ax, (3.8, 11.2), (2, 23.4), theme)
+    arrow(ax, (8.5, 21.0), (7.4, 23.7), theme)
+    ax.text(0.2, 17.7, "concatenate", ha="left", va="center", rotation=90)
+    m(ax, 0, 24.0, theme, fig_concat[0], **shared)
     for i in range(fig_n_head):  # each head's block, side by side
-        m(ax, i * dh, 22.2, theme, shape=(fig_t, dh), outline=colours[i])
-    ax.text(4, 26.45, f"merged {shape}", ha="center", va="top")
-    arrow(ax, (8.3, 24.2), (11.7, 24.2), theme, r"$\times W_O$")
-    m(ax, 12, 22.2, theme, fig_y[0], below=f"output {shape}")
+        m(ax, i * dh, 24.0, theme, shape=(fig_t, dh), outline=colours[i])
+    ax.text(4, 28.25, f"merged {shape}", ha="center", va="top")
+    arrow(ax, (8.3, 26.0), (11.7, 26.0), theme, r"$\times W_O$")
+    m(ax, 12, 24.0, theme, fig_y[0], below=f"output {shape}")
 
 
 glue.figure(
     "heads-layer",
     draw_layer,
-    figsize=(3.7, 5.0),
+    figsize=(3.7, 5.33),
     alt=(
         f"The whole layer on {fig_t} positions, d_model = {fig_d_model}, "
         f"{fig_n_head} heads, one grid per matrix coloured by its values. "

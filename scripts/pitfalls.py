@@ -96,7 +96,7 @@ def draw(fig, theme):
     fig.suptitle(
         f"Where each head's entries come from\n"
         f"(T = {t}, d_model = {small.d_model});\n"
-        "a cell t·c: position t, channel c",
+        "a cell t,c: position t, channel c",
         fontsize=10,
     )
 
@@ -109,7 +109,7 @@ glue.figure(
         f"Two grids, one above the other, of {split['rows']} rows "
         f"(head, row) by "
         f"{small.d_head} columns, each cell coloured by the token "
-        "position it came from and labelled t·c, that position and input "
+        "position it came from and labelled t,c, that position and input "
         "channel. Below, with reshape then transpose, row r of every head "
         "holds position r and each head its own block of channels. Above, "
         "with a direct reshape, only "

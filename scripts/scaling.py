@@ -12,6 +12,7 @@
 import doctest
 
 import numpy as np
+import torch
 
 import glue
 from mha_ref import numpy_ref
@@ -104,8 +105,20 @@ with np.errstate(over="ignore", invalid="ignore"):
     naive = np.exp(big) / np.exp(big).sum()
 print("naive    :", naive)
 shifted = glue.value("shift_output", numpy_ref.softmax(big))
-# float16's step between neighbouring numbers near the shifted scores
+# float16's and bfloat16's steps between neighbouring numbers near the
+# shifted scores, and what storing gaps of 0.3 and 0.8 above it leaves
 glue.value("fp16_step", float(np.spacing(np.float16(big[0]))))
+bf16 = torch.finfo(torch.bfloat16)
+glue.value("bf16_step", bf16.eps * 2.0 ** np.floor(np.log2(big[0])))
+gaps = glue.value("low_gaps", np.array([0.3, 0.8]))
+stored = torch.tensor(big[0] + gaps)  # float64
+glue.value(
+    "low_gaps_stored",
+    {
+        "float16": (stored.half().double() - big[0]).numpy(),
+        "bfloat16": (stored.bfloat16().double() - big[0]).numpy(),
+    },
+)
 
 # the examples in the softmax's docstring, which pytest runs as doctests
 examples = doctest.DocTestParser().get_examples(numpy_ref.softmax.__doc__)
