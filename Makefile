@@ -97,11 +97,8 @@ XDIST := -n $(PYTEST_JOBS) --dist worksteal
 # second thread per process only spins waiting for a core (7 of 56
 # CPU-s of the unit tests, run alone).
 ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
-# First the modules that mostly wait (servers and kernels started and
-# stopped, tiny generations): a worker hands them out in this order, so
-# their waits fall while the build keeps the cores busy, not after it.
-NO_BUILD := tests/pipeline/test_serve.py tests/pipeline/test_pipeline.py \
-	tests/unit mha_ref tests/pipeline/test_code_units.py \
+NO_BUILD := tests/unit mha_ref tests/pipeline/test_pipeline.py \
+	tests/pipeline/test_serve.py tests/pipeline/test_code_units.py \
 	tests/pipeline/test_jupyter_cache_hook.py tests/pipeline/test_memo.py
 SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
