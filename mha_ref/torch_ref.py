@@ -335,7 +335,8 @@ def sum_kv_heads(grad, group):
 
 # --8<-- [start:causal-mask]
 # (t, tk) with tk != t needs ``align``: "top_left" starts the diagonal at
-# the first key (SDPA's is_causal), "bottom_right" ends it at the last
+# the first key (SDPA's is_causal=True, its flag for a causal mask it
+# builds itself), "bottom_right" ends it at the last
 # key (flash-attn, a KV cache); a query before every key is a row with
 # no allowed key.
 def causal_mask(t, tk=None, align=None, device=None):
