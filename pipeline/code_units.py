@@ -21,7 +21,6 @@ comprehension's frame) to the unit that holds its source.
 """
 
 import ast
-import functools
 import hashlib
 
 from pipeline import memo
@@ -54,10 +53,8 @@ def _end(node, lines):
     return end
 
 
-@functools.lru_cache(maxsize=256)  # every page's key reads the same files
 def units(text):
-    """(skeleton, {qualname: source}) of a Python file's text (shared
-    between calls: read it, do not change it)."""
+    """(skeleton, {qualname: source}) of a Python file's text."""
     lines = text.splitlines(keepends=True)
     found, skipped = {}, set()
 

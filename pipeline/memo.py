@@ -48,8 +48,16 @@ def version():
 
 
 _facts = None  # {key: [day last asked, answer]}, loaded on first use
-_dirty = False
-_registered = []  # save, once registered with atexit
+_dirty = False  # an answer added or asked on a new day: facts.json
+_long_written = False  # a long answer added: time to prune the old ones
+_saving = False  # save() registered with atexit
+
+
+def _save_at_exit():
+    global _saving
+    if not _saving:
+        atexit.register(save)
+        _saving = True
 
 
 def _path():
@@ -65,9 +73,7 @@ def _load():
             stored = {}
         same = stored.get("version") == version()
         _facts = stored.get("facts", {}) if same else {}
-        if save not in _registered:
-            atexit.register(save)
-            _registered.append(save)
+        _save_at_exit()
     return _facts
 
 
@@ -96,7 +102,9 @@ def fact(kind, text, compute):
 def long_fact(kind, text, compute):
     """As ``fact``, for an answer that is a long text (a page's HTML):
     kept in a file of its own, .cache/facts/<sha256>, touched when read
-    (``save`` removes the ones untouched for STALE_DAYS)."""
+    (once one is added, ``save`` removes the ones untouched for
+    STALE_DAYS)."""
+    global _long_written
     data = f"{kind}\0{version()}\0{text}".encode("utf-8", "surrogateescape")
     digest = hashlib.sha256(data).hexdigest()
     path = _long_path() / digest[:2] / digest
@@ -106,9 +114,10 @@ def long_fact(kind, text, compute):
         answer = compute(text)
         with contextlib.suppress(OSError):  # read-only: computed again
             atomic_write(path, answer)
+            _long_written = True
+            _save_at_exit()
     else:
         os.utime(path)
-    _load()  # save() runs at exit: it prunes the old files
     return answer
 
 
@@ -117,12 +126,15 @@ def _long_path():
 
 
 def save():
-    """Write the answers if any was added (atexit calls it)."""
-    global _dirty
-    old = time.time() - STALE_DAYS * 86400
-    for path in _long_path().glob("*/*"):
-        if path.stat().st_mtime < old:
-            path.unlink(missing_ok=True)
+    """Write the answers if any was added, and prune the long ones if
+    one was (atexit calls it)."""
+    global _dirty, _long_written
+    if _long_written:
+        old = time.time() - STALE_DAYS * 86400
+        for path in _long_path().glob("*/*"):
+            if path.stat().st_mtime < old:
+                path.unlink(missing_ok=True)
+        _long_written = False
     if not _dirty or _facts is None:
         return
     cutoff = _today() - STALE_DAYS

@@ -37,7 +37,7 @@ from pathlib import Path
 from pipeline import config, memo
 
 DONE = '<meta name="mha-notebook" content="slim">'
-ARTICLE = re.compile(r"(<article\b.*?</article>)", re.S)
+ARTICLE_START = re.compile(r"<article\b")
 STYLE = re.compile(r"\s*<style\b[^>]*>.*?</style>", re.S)
 SCRIPT = re.compile(r"\s*<script\b([^>]*)>(.*?)</script>", re.S)
 # the scripts of mkdocs-jupyter's template that no cell needs
@@ -122,14 +122,13 @@ def slim_article(article, figures, figure_dir):
 
 
 def _article(html):
-    """(start, end) of the page's first <article> element (what ARTICLE
-    matches, found without a regular expression: a notebook page is
-    most of a megabyte), or (None, None)."""
-    start = html.find("<article")
-    while start != -1 and not re.match(r"<article\b", html[start:]):
-        start = html.find("<article", start + 1)
-    if start == -1:
+    """(start, end) of the page's first <article> element, or (None,
+    None); its end by str.find, not a lazy regular expression over a
+    notebook page, which is most of a megabyte."""
+    found = ARTICLE_START.search(html)
+    if found is None:
         return None, None
+    start = found.start()
     end = html.find("</article>", start)
     if end == -1:
         return None, None

@@ -15,6 +15,7 @@ def fresh(tmp_path, monkeypatch):
     monkeypatch.setattr(memo.config, "ROOT", tmp_path)
     monkeypatch.setattr(memo, "_facts", None)
     monkeypatch.setattr(memo, "_dirty", False)
+    monkeypatch.setattr(memo, "_long_written", False)
     return tmp_path
 
 
