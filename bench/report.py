@@ -145,8 +145,8 @@ def _build_md(b):
         (
             "numpy_ref_edit_s",
             f"{code} edit",
-            f"warm `make site` after a comment in the function of "
-            f"{code} that section `{b.get('code_section', '?')}` shows "
+            f"warm `make site` after a statement added to the function "
+            f"of {code} that section `{b.get('code_section', '?')}` shows "
             "(the pages that ran it rerun)",
         ),
         (
@@ -184,6 +184,11 @@ def _build_md(b):
             ),
             ("warm `make site`, prose edit", "warm_prose_s"),
             (f"warm `make site`, {code} edit", "numpy_ref_edit_s"),
+            (
+                "warm `make site`, a comment in the same function (no "
+                "page reruns: its code is unchanged)",
+                "numpy_ref_comment_s",
+            ),
             ("floor: `mkdocs build --strict` alone", "floor_s"),
         )
         if key in b
@@ -224,6 +229,11 @@ def _build_md(b):
             f"- warm {code} rebuild / floor: "
             f"{b['numpy_ref_edit_over_floor']['median']:.2f}; pages it "
             f"reran: {', '.join(b['numpy_ref_edit_reran']) or 'none'}"
+        )
+    if "numpy_ref_comment_reran" in b:
+        notes.append(
+            "- pages the comment edit reran: "
+            f"{', '.join(b['numpy_ref_comment_reran']) or 'none'}"
         )
     if b.get("cold_pages_s"):
         per_page = sorted(

@@ -22,6 +22,8 @@ comprehension's frame) to the unit that holds its source.
 
 import ast
 import hashlib
+import io
+import tokenize
 
 from pipeline import memo
 
@@ -86,6 +88,24 @@ def digest(text):
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def code_digest(source):
+    """sha256 of what ``source`` does: its tokens without comments and
+    line breaks inside brackets, so an edit of a comment (or of where a
+    line breaks) changes no unit and reruns no page; the page shows the
+    new text at once, with its old numbers (generation's "code" refresh).
+    Docstrings and every other string stay in. No page may print
+    mha_ref's source or its line numbers (tests/pipeline/test_code_units
+    holds the scripts to that): a comment line moves them."""
+    kept = []
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type not in (tokenize.COMMENT, tokenize.NL):
+                kept.append(f"{token.type}:{token.string}")
+    except (tokenize.TokenError, SyntaxError):  # not Python: its text
+        return digest(source)
+    return digest("\n".join(kept))
+
+
 def fingerprint(text, ran):
     """What a run that executed the units ``ran`` read of this file: the
     skeleton's digest and each unit's (None: the unit is gone)."""
@@ -104,6 +124,6 @@ def _digests(text):
     except SyntaxError:
         return {"unparsable": digest(text)}
     return {
-        "skeleton": digest(skeleton),
-        "units": {name: digest(source) for name, source in found.items()},
+        "skeleton": code_digest(skeleton),
+        "units": {name: code_digest(src) for name, src in found.items()},
     }

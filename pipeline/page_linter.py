@@ -26,6 +26,7 @@ through, or report it without the page line:
 import ast
 import difflib
 import hashlib
+import json
 import re
 import sys
 import traceback
@@ -380,11 +381,12 @@ def check_hand_typed(root, data=None):
         n: re.compile(rf"(?<![\w.]){SEP.join([f'({NUMBER})'] * n)}(?![\w.])")
         for n in by_length
     }
-    problems = []
-    for page, text in pages(root):
+
+    def typed(text):
         # placeholders are allowed: blank them, keeping line numbers
         clean = RE_TEMPLATE.sub(lambda m: re.sub(r"[^\n]", " ", m[0]), text)
         clean = RE_INCLUDE.sub("", clean)
+        found = []
         for n, pattern in patterns.items():
             for match in pattern.finditer(clean):
                 tokens = match.groups()
@@ -392,20 +394,27 @@ def check_hand_typed(root, data=None):
                     continue  # could as well be an input the prose names
                 for dotted, values in by_length[n]:
                     if all(map(_matches, tokens, values)):
-                        problems.append(
-                            _typed_problem(page, clean, match, dotted)
-                        )
+                        found.append(_typed_problem(clean, match, dotted))
+        return found
+
+    # a page is searched again only when it or the results changed
+    table = json.dumps(sorted(by_length.items()), default=str)
+    problems = []
+    for page, text in pages(root):
+        asked = f"{table}\0{text}"
+        answer = memo.fact("hand-typed", asked, lambda _, t=text: typed(t))
+        for line, message in answer:
+            problems.append(Problem(page, line, message))
     return problems
 
 
-def _typed_problem(page, clean, match, dotted):
-    return Problem(
-        page,
+def _typed_problem(clean, match, dotted):
+    return [
         line_of(clean, match.start()),
         f"{match[0]!r} types the result {dotted} by hand; it goes stale "
         f"when the code changes: write << {dotted} | vec >> (or num, sci) "
         "instead",
-    )
+    ]
 
 
 # ------------------------------------------------------- exercise answers

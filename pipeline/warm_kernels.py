@@ -31,8 +31,21 @@ import tempfile
 import time
 from pathlib import Path
 
-# The slow imports, done once in the server, before any fork.
-WARM = ("numpy", "torch", "matplotlib", "matplotlib.figure", "ipykernel")
+# The slow imports, done once in the server, before any fork: the
+# packages pages use, and what each kernel imports as it starts (its
+# debugger support alone took 0.15 s a kernel; matplotlib's inline
+# backend at the first figure).
+WARM = (
+    "numpy",
+    "torch",
+    "matplotlib",
+    "matplotlib.figure",
+    "ipykernel",
+    "ipykernel.kernelapp",
+    "ipykernel.ipkernel",
+    "ipykernel.debugger",
+    "matplotlib_inline.backend_inline",
+)
 THIS = Path(__file__).resolve()
 CONNECT_TRIES = 1200  # x 50 ms: the server imports for a few seconds
 
@@ -85,6 +98,9 @@ def started():
 def serve(path):
     """Import the slow packages, then fork a kernel for each client."""
     request = json.loads(os.environ.pop("MHA_REF_WARM"))
+    # debugpy warns on import that Python's frozen modules may hide
+    # breakpoints: nothing a page's reader can act on
+    os.environ["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
     sys.path[0] = ""  # as under -c: the kernel's folder, not this one's
     sys.path[1:1] = request["paths"]
     import importlib

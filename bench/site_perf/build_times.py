@@ -194,9 +194,9 @@ def _measure(repo, runs, cold_runs, result):
     _, section = shown_section(repo)
     result["code_section"] = section
     result["prose_edit"] = str(page.relative_to(repo))
-    floor, prose, edit = [], [], []
+    floor, prose, edit, comment = [], [], [], []
     prose_steps, edit_steps = {s: [] for s in STEPS}, {s: [] for s in STEPS}
-    reran = set()
+    reran, commented = set(), set()
     # one round = the three builds back to back, so load affects all;
     # floor and prose swap places every other round
     for i in range(runs):
@@ -230,9 +230,17 @@ def _measure(repo, runs, cold_runs, result):
         result["numpy_ref_edit_steps_s"] = _summaries(edit_steps)
         result["numpy_ref_edit_reran"] = sorted(reran)
         result["numpy_ref_edit_over_floor"] = ratios(edit, floor)
+        # a comment in the same function: shown at once, nothing reruns
+        _edit_section(code, section, f"bench comment {i}", comment=True)
+        took, _, output = run_build(repo)
+        comment.append(took)
+        commented |= set(ran_seconds(output))
+        result["numpy_ref_comment_s"] = summary(comment)
+        result["numpy_ref_comment_reran"] = sorted(commented)
         say(
             f"round {i + 1}/{runs}: floor {floor[-1]:.1f} s, prose "
-            f"{prose[-1]:.1f} s, {CODE_EDIT} {edit[-1]:.1f} s"
+            f"{prose[-1]:.1f} s, {CODE_EDIT} {edit[-1]:.1f} s, its "
+            f"comment {comment[-1]:.1f} s"
         )
 
 
@@ -289,11 +297,15 @@ def _wait(predicate, timeout, process):
     raise RuntimeError(f"not served within {timeout:.0f} s")
 
 
-def _edit_section(path, section, marker):
-    """A comment line inside ``section``, just above its end marker: the
-    page shows it, the notebook download carries it. A function's end
-    marker sits in its body (CONTRIBUTING), so the edit is one of that
-    function, as a contributor's is: the pages that ran it rerun."""
+def _edit_section(path, section, marker, comment=False):
+    """A line inside ``section``, just above its end marker: the page
+    shows it, the notebook download carries it. A function's end marker
+    sits in its body (CONTRIBUTING), so the edit is one of that function,
+    as a contributor's is. By default a statement (``_edit = "<marker>"``,
+    after the function's return: it changes the code, not what it
+    computes), so the pages that ran the function rerun; ``comment``: a
+    comment line, which changes no code (code_units.code_digest), so the
+    pages show it without a rerun."""
     lines = path.read_text(encoding="utf-8").split("\n")
     end = next(
         i
@@ -301,7 +313,8 @@ def _edit_section(path, section, marker):
         if s.strip() == f"# --8<-- [end:{section}]"
     )
     indent = lines[end][: len(lines[end]) - len(lines[end].lstrip())]
-    lines.insert(end, f"{indent}# {marker}")
+    line = f"# {marker}" if comment else f"_edit = {marker!r}"
+    lines.insert(end, indent + line)
     path.write_text("\n".join(lines), encoding="utf-8")
 
 

@@ -60,17 +60,31 @@ def test_fingerprint_moves_only_with_what_ran():
     assert code_units.fingerprint(body, ran) == before
     used = TEXT.replace("x * SCALE", "x * SCALE * 1")
     assert code_units.fingerprint(used, ran) != before
-    # a comment indented after plain's last line is plain's; a comment
-    # at the module's column is the skeleton's
-    trailing = TEXT.replace("inside plain", "inside plain, edited")
-    assert code_units.fingerprint(trailing, ran) != before
-    assert code_units.fingerprint(trailing, ["decorated"]) == (
-        code_units.fingerprint(TEXT, ["decorated"])
+    # comments are no code: an edited, added or moved comment, and a
+    # line broken inside brackets, move nothing; a docstring does
+    for edited in (
+        TEXT.replace("inside plain", "inside plain, edited"),
+        TEXT.replace("module's level", "module's level, edited"),
+        TEXT.replace(
+            "    return x * SCALE\n", "    # new\n    return x * SCALE  # y\n"
+        ),
+        TEXT.replace("import math\n", "import math  # for nothing\n"),
+    ):
+        assert edited != TEXT
+        assert code_units.fingerprint(edited, ran) == before
+    forward = ["Layer.forward"]
+    broken = TEXT.replace(
+        "return [inner(v) for v in x]",
+        "return [\n    inner(v)  # each\n    for v in x\n]",
     )
-    module = TEXT.replace("module's level", "module's level, edited")
-    assert code_units.fingerprint(module, ["decorated"]) != (
-        code_units.fingerprint(TEXT, ["decorated"])
+    assert broken != TEXT
+    assert code_units.fingerprint(broken, forward) == (
+        code_units.fingerprint(TEXT, forward)
     )
+    doc = TEXT.replace("def plain(x):\n", 'def plain(x):\n    """Doc."""\n')
+    assert code_units.fingerprint(doc, ran) != before
+    string = TEXT.replace('"""A module."""', '"""A module, edited."""')
+    assert code_units.fingerprint(string, ran) != before  # the skeleton
     constant = TEXT.replace("SCALE = 2", "SCALE = 3")  # the skeleton
     assert code_units.fingerprint(constant, ran) != before
     gone = TEXT.replace("def plain", "def renamed")
@@ -82,3 +96,15 @@ def test_fingerprint_moves_only_with_what_ran():
     assert code_units.fingerprint(method, with_class) == (
         code_units.fingerprint(TEXT, with_class)
     )
+
+
+def test_no_page_script_reads_the_source_it_runs():
+    """A comment edit reruns no page (code_digest), so no page may show
+    what a comment moves: mha_ref's source text or line numbers."""
+    from pathlib import Path
+
+    readers = ("getsource", "linecache", "co_firstlineno", "f_lineno")
+    for script in sorted(Path("scripts").glob("*.py")):
+        text = script.read_text(encoding="utf-8")
+        found = [r for r in readers if r in text]
+        assert not found, f"{script} reads source text or lines: {found}"
