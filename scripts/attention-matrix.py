@@ -16,6 +16,32 @@ np.set_printoptions(precision=3, suppress=True)
 t = glue.value("t", 3)
 causal_mask = glue.value("causal_mask", numpy_ref.causal_mask(t))
 
+
+# The square case alone, as the page shows it; the library's causal_mask
+# also takes a number of keys and a corner (the page's box).
+# --8<-- [start:causal-mask-short-numpy]
+def causal_mask_short(t):
+    """(t, t) mask, True strictly above the diagonal: the future."""
+    return np.triu(np.ones((t, t), dtype=bool), k=1)  # (t, t)
+    # --8<-- [end:causal-mask-short-numpy]
+
+
+# --8<-- [start:causal-mask-short-torch]
+def torch_causal_mask_short(t):
+    """(t, t) mask, True strictly above the diagonal: the future."""
+    ones = torch.ones(t, t, dtype=torch.bool)  # (t, t)
+    return torch.triu(ones, diagonal=1)  # (t, t)
+    # --8<-- [end:causal-mask-short-torch]
+
+
+for n in range(1, 9):  # the short versions agree with the library's
+    same = np.array_equal(causal_mask_short(n), numpy_ref.causal_mask(n))
+    same = same and torch.equal(
+        torch_causal_mask_short(n), torch_ref.causal_mask(n)
+    )
+    if not same:
+        raise RuntimeError(f"the short causal mask differs at t = {n}")
+
 # %% [markdown]
 # ## The four steps on four tokens
 #

@@ -12,7 +12,7 @@ import numpy as np
 import glue
 from mha_ref import numpy_ref
 from mha_ref.embedding import embed
-from mha_ref.positions import sinusoidal_encoding
+from mha_ref.positions import query_temperature, sinusoidal_encoding
 
 vocab = ["the", "cat", "sat", "on", "mat", "dog"]
 sentence = "the cat sat on the mat"
@@ -159,6 +159,12 @@ glue.value(
         "positions": max(np.abs(y_p).max(), np.abs(y_p_perm).max()),
     },
 )
+
+# Llama 4's factor on the queries of its layers without RoPE (Where
+# positions come from): the last position where it is still exactly 1
+llama_p = np.arange(20_000)  # (P,) positions 0 to 19,999
+llama_flat = llama_p[query_temperature(llama_p) == 1.0]  # (n,)
+glue.value("llama4_flat_until", int(llama_flat.max()))
 
 # %% [markdown]
 # ## Exercises
