@@ -727,8 +727,9 @@ print(f"wrong scale: {diff:.2e}, tolerance {atol:.0e}")
 # %% [markdown]
 # The same mistake planted in a layer: pitfall 5, a `merge_heads` that
 # reshapes the heads to $(B, T, d_\text{model})$ without the transpose.
-# Put `Layer = WrongMerge` in the first code cell and rerun: the cell
-# under *Every dtype, bias and mask* stops with `parity fails on CPU`.
+# This cell runs one case with it. Paste the class into the first code
+# cell, set `Layer = WrongMerge` under it and rerun: the cell under
+# *Every dtype, bias and mask* stops with `parity fails on CPU`.
 
 
 # %%
@@ -741,9 +742,9 @@ class WrongMerge(torch_ref.MultiHeadAttention):
         # --8<-- [end:planted-merge]
 
 
-Layer = WrongMerge  # as if the first cell said so
+under_test, Layer = Layer, WrongMerge  # as if the first cell said so
 planted, _, _ = run_case("float32", False, "causal")
-Layer = torch_ref.MultiHeadAttention
+Layer = under_test
 glue.value("planted_merge", {p: planted[p] for p in PAIRS})
 for pair in PAIRS:
     verdict = "ok" if planted[pair] <= atol else "TOO LARGE"
