@@ -335,8 +335,8 @@ def sum_kv_heads(grad, group):
 
 # --8<-- [start:causal-mask]
 # (t, tk) with tk != t needs ``align``: "top_left" starts the diagonal at
-# the first key (SDPA's is_causal=True, its flag for a causal mask it
-# builds itself), "bottom_right" ends it at the last
+# the first key (SDPA's is_causal=True, its flag to apply the causal
+# mask itself, with no mask passed), "bottom_right" ends it at the last
 # key (flash-attn, a KV cache); a query before every key is a row with
 # no allowed key.
 def causal_mask(t, tk=None, align=None, device=None):
@@ -752,9 +752,10 @@ def sdpa_forward(module, x, mask=None, context=None, positions=None):
     # SDPA's boolean mask means True = allowed: the one place we flip it
     allowed = None if mask is None else ~mask  # (B, H, Tq, Tk)
     # dropout_p does not follow module.eval(): pass 0.0 explicitly
+    # grouped: False on the path (fewer key/value heads: a later page)
     out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=allowed, dropout_p=0.0, enable_gqa=grouped
-    )  # (B, H, Tq, dh); grouped is False unless H_kv < H (a later page)
+    )  # (B, H, Tq, dh)
     # --8<-- [end:sdpa-call]
     # finite q and k can still overflow q @ k^T: no silent NaN rows
     finite_tensor(out, "SDPA output")

@@ -60,6 +60,7 @@ glue.value("pitfalls_smallest_case", sorted(smallest))
 
 
 # %%
+# --8<-- [start:sdpa-layer]
 def sdpa_layer(x, w_q, w_k, w_v, w_o, n_head, causal):
     """The layer with PyTorch's SDPA for steps 1 to 4."""
     b, t, d_model = x.shape
@@ -70,6 +71,7 @@ def sdpa_layer(x, w_q, w_k, w_v, w_o, n_head, causal):
     q, k, v = (split(x @ w) for w in (w_q, w_k, w_v))
     o = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
     return o.transpose(1, 2).reshape(b, t, d_model) @ w_o  # (B, T, d_model)
+    # --8<-- [end:sdpa-layer]
 
 
 def in_dtype(fn, dtype):

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 import glue
-from mha_ref import numpy_ref, tiled, tolerances, torch_ref
+from mha_ref import numpy_ref, pitfalls, tiled, tolerances, torch_ref
 
 Layer = torch_ref.MultiHeadAttention  # the layer under test
 B, T, T_CONTEXT, D_MODEL, N_HEAD = 2, 6, 7, 16, 4
@@ -722,3 +722,33 @@ with torch.no_grad():
     y_wrong = module.wo(module.merge_heads(wrong))  # (B, T, d_model)
 diff = (y_wrong - y).abs().max().item()
 print(f"wrong scale: {diff:.2e}, tolerance {atol:.0e}")
+
+
+# %% [markdown]
+# The same mistake planted in a layer: pitfall 5, a `merge_heads` that
+# reshapes the heads to $(B, T, d_\text{model})$ without the transpose.
+# This cell runs one case with it. Paste the class into the first code
+# cell, set `Layer = WrongMerge` under it and rerun: the cell under
+# *Every dtype, bias and mask* stops with `parity fails on CPU`.
+
+
+# %%
+# --8<-- [start:planted-merge]
+class WrongMerge(torch_ref.MultiHeadAttention):
+    """Pitfall 5 planted: the heads merged without the transpose."""
+
+    def merge_heads(self, x):  # x (B, H, T, dh)
+        return pitfalls.wrong_merge_heads(x)  # (B, T, d_model), scrambled
+        # --8<-- [end:planted-merge]
+
+
+under_test, Layer = Layer, WrongMerge  # as if the first cell said so
+planted, _, _ = run_case("float32", False, "causal")
+Layer = under_test
+glue.value("planted_merge", {p: planted[p] for p in PAIRS})
+for pair in PAIRS:
+    verdict = "ok" if planted[pair] <= atol else "TOO LARGE"
+    print(
+        f"wrong merge vs {PAIR_LABELS[pair]:<21}: {planted[pair]:.2e}  "
+        f"{verdict}"
+    )

@@ -107,6 +107,7 @@ for name, (tq, tk, n_kv_head, rope, kind) in configs.items():
     results[name] = {
         "tq": tq,
         "tk": tk or tq,
+        "rows": batch * tq,  # the rows of dY that db_O sums
         "cross": tk is not None,
         "n_head": n_head,
         "n_kv_head": n_kv_head,
@@ -128,8 +129,6 @@ if bo_max_diff != 0:
     raise ValueError(f"db_O differs from autograd by {bo_max_diff}")
 glue.value("d_model", d_model)
 glue.value("batch", batch)
-# the rows each db_O sums: B * Tq per column of the table
-glue.value("bo_rows", sorted({batch * r["tq"] for r in results.values()}))
 
 
 # %% [markdown]
@@ -428,7 +427,7 @@ def sig3(x):
 
 glue.table(
     "layer-backward-memory",
-    ["T", "T × T", "plain", "tiled", "ratio"],
+    ["T", "T²", "plain", "tiled", "ratio"],
     [
         [str(t), sig3(s), sig3(mib(p)), sig3(mib(b)), sig3(p / b)]
         for t, s, p, b in zip(
