@@ -433,9 +433,10 @@ def serve_md(s):
         "",
         f"`{s['command']}` in a fresh copy, from empty docs/generated/ and "
         ".cache/ (the .venv exists: its set-up is not timed), until the "
-        "site answers; then an edit of a comment in the section "
-        f"`{s['section']}` of mha_ref/numpy_ref.py until the served page "
-        f"`{s['page']}/` and its notebook download both show it.",
+        "site answers; then a statement added to the section "
+        f"`{s['section']}` of mha_ref/numpy_ref.py (the pages that ran it "
+        f"rerun) until the served page `{s['page']}/` and its notebook "
+        "download both show it.",
         "",
         "| measure | median (s) | target | met | runs (s) |",
         "|:--|--:|--:|:--|:--|",
