@@ -86,7 +86,7 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 # sites) has one test using it.
 # Generation runs two pages per core (pipeline/generation.py,
 # JOBS_PER_CORE). make test's generation records no trace of which
-# mha_ref functions each page ran (a fifth of a page's time): its
+# mha_ref functions each page ran (a few per cent of its time): its
 # outputs are the same, and the next edit under make serve or make site
 # reruns every page that carries the edited file once, then traces.
 TEST_GENERATE_FLAGS ?= --no-trace
@@ -99,7 +99,8 @@ XDIST := -n $(PYTEST_JOBS) --dist worksteal
 ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 NO_BUILD := tests/unit mha_ref tests/pipeline/test_pipeline.py \
 	tests/pipeline/test_serve.py tests/pipeline/test_code_units.py \
-	tests/pipeline/test_jupyter_cache_hook.py tests/pipeline/test_memo.py
+	tests/pipeline/test_jupyter_cache_hook.py tests/pipeline/test_memo.py \
+	tests/pipeline/test_notebook_trace.py
 SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
 BESIDE_THE_BUILD := mkdir -p build; \

@@ -38,8 +38,8 @@ def main(argv=None):
         "--no-trace",
         action="store_true",
         help="do not record the mha_ref functions each page calls (a "
-        "fifth faster; a later edit of code a page never called then "
-        "reruns it): for a generation whose cache is thrown away",
+        "few per cent faster; a later edit of code a page never called "
+        "then reruns it): for a generation whose cache is thrown away",
     )
     parser.add_argument(
         "--watch",

@@ -16,7 +16,7 @@ units:
   executes, so it is in every such key. A class is no unit of its own:
   its body is in the skeleton, each method a unit.
 
-``unit_of(qualname)`` maps what the profiler saw (``f.<locals>.g``, a
+``unit_of(qualname)`` maps what the trace saw (``f.<locals>.g``, a
 comprehension's frame) to the unit that holds its source.
 """
 

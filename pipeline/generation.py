@@ -450,7 +450,7 @@ def generate(
     """Run every page that is not cached; return the names that failed.
 
     ``trace=False``: the runs do not record which mha_ref functions they
-    called (a run about a fifth faster; its outputs are then reused only
+    called (a run a few per cent faster; its outputs are then reused only
     when its inputs are unchanged, not for new code it never called).
 
     ``together``: write the pages' files only when every page has run
