@@ -762,7 +762,7 @@ class MultiHeadAttention:
     def split_heads(self, x):
         # x: (B, T, H * dh)
         b, t, _ = x.shape
-        # h = heads in this tensor: H (K and V may have fewer: a later page)
+        # h = the number of heads in this tensor: H
         h = x.shape[-1] // self.d_head
         x = x.reshape(b, t, h, self.d_head)  # (B, T, H, dh)
         return x.transpose(0, 2, 1, 3)  # (B, H, T, dh)

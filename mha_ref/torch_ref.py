@@ -662,7 +662,7 @@ class MultiHeadAttention(nn.Module):
     def split_heads(self, x):
         # x: (B, T, H * dh)
         b, t, _ = x.shape
-        # h = heads in this tensor: H (K and V may have fewer: a later page)
+        # h = the number of heads in this tensor: H
         h = x.shape[-1] // self.d_head
         x = x.view(b, t, h, self.d_head)  # (B, T, H, dh)
         return x.transpose(1, 2)  # (B, H, T, dh)

@@ -165,6 +165,18 @@ glue.value(
 llama_p = np.arange(20_000)  # (P,) positions 0 to 19,999
 llama_flat = llama_p[query_temperature(llama_p) == 1.0]  # (n,)
 glue.value("llama4_flat_until", int(llama_flat.max()))
+# it then grows in steps: the positions where it changes, and its value
+# from each of the first two on
+llama_factor = query_temperature(llama_p)  # (P,)
+llama_starts = llama_p[1:][np.diff(llama_factor) != 0]  # (n_steps,)
+glue.value(
+    "llama4_steps",
+    {
+        "every": int(llama_starts[1] - llama_starts[0]),
+        "starts": [int(p) for p in llama_starts[:2]],
+        "factors": [float(llama_factor[p]) for p in llama_starts[:2]],
+    },
+)
 
 # %% [markdown]
 # ## Exercises

@@ -346,7 +346,8 @@ glue.figure(
     figsize=(3.7, 5.33),
     alt=(
         f"The whole layer on {fig_t} positions, d_model = {fig_d_model}, "
-        f"{fig_n_head} heads, one grid per matrix coloured by its values. "
+        f"{fig_n_head} heads, one grid per matrix coloured by its entries; "
+        "head 0's blocks are outlined in blue, head 1's in orange. "
         f"X ({fig_t} by {fig_d_model}) times W_Q, W_K and W_V gives Q, K "
         f"and V, each {fig_t} by {fig_d_model}, whose columns are cut "
         f"into {fig_n_head} blocks of {dh}, one per head. Each head "
