@@ -117,7 +117,7 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
 
 # --8<-- [start:softmax-backward]
 def softmax_backward(probabilities, upstream):
-    """Gradient w.r.t. the logits, given p = softmax(s) and dL/dp.
+    """Gradient w.r.t. the scores s, given p = softmax(s) and dL/dp.
 
     The vector-Jacobian product J^T g, dL/ds_j = p_j (g_j - sum_k p_k g_k):
     raising one score takes weight from every other position.
@@ -126,7 +126,7 @@ def softmax_backward(probabilities, upstream):
     array([ 0.25, -0.25])
     """
     p, g = check.softmax_backward(probabilities, upstream)  # one shape
-    # g_bar = sum_k p_k g_k, one number per row
+    # <p, g> = sum_k p_k g_k, one number per row
     weighted_mean = np.sum(p * g, axis=-1, keepdims=True)
     return p * (g - weighted_mean)
     # --8<-- [end:softmax-backward]
@@ -851,7 +851,7 @@ class MultiHeadAttention:
         # (a later page) dk and dv are (B, Tk, H_kv * dh), each summed
         # over its group of query heads inside attention_backward
         # --8<-- [start:mha-backward-output]
-        # y = M Wo + bo, M = merge_heads(out): dWo = M^T dy, dM = dy Wo^T
+        # y = C Wo + bo, C = merge_heads(out): dWo = C^T dy, dC = dy Wo^T
         grads["Wo"], grads["bo"], d_merged = linear_backward(
             self.merge_heads(out), self.Wo, dy
         )  # (d_model, d_model), (d_model,), (B, Tq, d_model)

@@ -98,13 +98,13 @@ def softmax_with_sinks(scores, sinks, empty_rows="raise"):
 
 # --8<-- [start:softmax-backward]
 def softmax_backward(probabilities, upstream):
-    """Gradient w.r.t. the logits, given p = softmax(s) and dL/dp.
+    """Gradient w.r.t. the scores s, given p = softmax(s) and dL/dp.
 
     The vector-Jacobian product J^T g, dL/ds_j = p_j (g_j - sum_k p_k g_k).
     """
     check.softmax_backward(probabilities, upstream)  # one shape
     p, g = probabilities, upstream
-    # g_bar = sum_k p_k g_k, one number per row
+    # <p, g> = sum_k p_k g_k, one number per row
     weighted_mean = (p * g).sum(dim=-1, keepdim=True)
     return p * (g - weighted_mean)
     # --8<-- [end:softmax-backward]

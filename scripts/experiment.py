@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 
 import glue
-from mha_ref import numpy_ref, pitfalls, tiled, tolerances, torch_ref
+from mha_ref import numpy_ref, tiled, tolerances, torch_ref
 
 Layer = torch_ref.MultiHeadAttention  # the layer under test
 B, T, T_CONTEXT, D_MODEL, N_HEAD = 2, 6, 7, 16, 4
@@ -727,9 +727,13 @@ print(f"wrong scale: {diff:.2e}, tolerance {atol:.0e}")
 # %% [markdown]
 # The same mistake planted in a layer: pitfall 5, a `merge_heads` that
 # reshapes the heads to $(B, T, d_\text{model})$ without the transpose.
-# This cell runs one case with it. Paste the class into the first code
-# cell, set `Layer = WrongMerge` under it and rerun: the cell under
-# *Every dtype, bias and mask* stops with `parity fails on CPU`.
+# This cell runs one case with it. To plant it in the whole notebook, go
+# to the code cell under *One layer, four implementations* (it starts
+# with `import contextlib`) and replace its line
+# `Layer = torch_ref.MultiHeadAttention` with the class below followed
+# by the line `Layer = WrongMerge`. Then run that cell and every cell
+# after it: the cell under *Every dtype, bias and mask* stops with
+# `parity fails on CPU`.
 
 
 # %%
@@ -738,11 +742,14 @@ class WrongMerge(torch_ref.MultiHeadAttention):
     """Pitfall 5 planted: the heads merged without the transpose."""
 
     def merge_heads(self, x):  # x (B, H, T, dh)
-        return pitfalls.wrong_merge_heads(x)  # (B, T, d_model), scrambled
+        b, h, t, dh = x.shape
+        # no transpose(1, 2): positions and heads interleave
+        return x.reshape(b, t, h * dh)  # (B, T, d_model), scrambled
         # --8<-- [end:planted-merge]
 
 
-under_test, Layer = Layer, WrongMerge  # as if the first cell said so
+# as if the cell under "One layer, four implementations" said so
+under_test, Layer = Layer, WrongMerge
 planted, _, _ = run_case("float32", False, "causal")
 Layer = under_test
 glue.value("planted_merge", {p: planted[p] for p in PAIRS})

@@ -159,7 +159,7 @@ boxes = [  # (array, its shape in symbols), forward order
     ("S", ("B", "H", "T", "T")),
     ("A", ("B", "H", "T", "T")),
     ("O", ("B", "H", "T", "d_k")),
-    ("M", ("B", "T", "d_model")),
+    ("C", ("B", "T", "d_model")),  # the heads merged: not the mask M
     ("Y", ("B", "T", "d_model")),
 ]
 arrows = [  # (the page's step, the forward operation), between two boxes
@@ -263,7 +263,8 @@ glue.figure(
             )
             for i, (name, symbols) in enumerate(boxes)
         )
-        + ". V does not pass through S or A: a side branch on the left "
+        + ". C is the heads' outputs merged back into one array, not a "
+        "mask. V does not pass through S or A: a side branch on the left "
         "carries it from the split heads into the A V arrow, labelled "
         f"{V_STEP}. An arrow along the left points up: the backward pass "
         "runs from Y back to X, and each forward arrow is labelled with "
@@ -278,19 +279,30 @@ def diff_text(x):
 
 
 params = ["x", "context", "Wq", "Wk", "Wv", "Wo", "bq", "bk", "bv", "bo"]
-glue.table(
-    "layer-backward-grads",
-    ["gradient", "self", "cross", "GQA"],
-    [
-        [f"`{p}`"]
-        + [
-            diff_text(r["diffs"][p]) if p in r["diffs"] else "–"
-            for r in results.values()
-        ]
-        for p in params
-    ],
-    "lrrr",
-)
+
+
+def grads_table(name, configs):
+    """One row per gradient, one column per layer of ``configs``."""
+    glue.table(
+        name,
+        ["gradient", *configs.values()],
+        [
+            [f"`{p}`"]
+            + [
+                diff_text(results[c]["diffs"][p])
+                if p in results[c]["diffs"]
+                else "–"
+                for c in configs
+            ]
+            for p in params
+        ],
+        "l" + "r" * len(configs),
+    )
+
+
+# the path's two layers on the page; the Going-further one in its box
+grads_table("layer-backward-grads", {"self-causal": "self", "cross": "cross"})
+grads_table("layer-backward-grads-gqa", {"gqa-rope": "GQA"})
 
 # %% [markdown]
 # ## What the forward pass saves: $D$
@@ -427,9 +439,9 @@ def sig3(x):
 
 glue.table(
     "layer-backward-memory",
-    ["T", "T²", "plain", "tiled", "ratio"],
+    ["T", "T²", "plain", "tiled"],  # plain / tiled: in the text
     [
-        [str(t), sig3(s), sig3(mib(p)), sig3(mib(b)), sig3(p / b)]
+        [str(t), sig3(s), sig3(mib(p)), sig3(mib(b))]
         for t, s, p, b in zip(
             lengths,
             memory["matrix_mib"],
@@ -438,7 +450,7 @@ glue.table(
             strict=True,
         )
     ],
-    "rrrrr",
+    "rrrr",
 )
 
 # %% [markdown]
