@@ -11,7 +11,9 @@ kernel. Each page still gets a fresh process of its own; nothing a page
 does reaches another. The client forwards interrupts to the child and
 exits with it; if the client dies, the server kills the child; if the
 process that started the server dies (even by SIGKILL), the server kills
-every child and exits: no kernel outlives its generation.
+every child and exits; if the server itself dies (even by SIGKILL: then
+it kills nothing), each kernel gets Linux's parent-death signal. No
+kernel outlives its generation.
 
 This file is both: imported, ``WarmKernels`` starts and stops the
 server; run by path (``python -E -S warm_kernels.py server|client``,
@@ -20,6 +22,7 @@ server is one thread (a select loop), so forking it is safe.
 """
 
 import contextlib
+import ctypes
 import json
 import os
 import select
@@ -48,6 +51,7 @@ WARM = (
 )
 THIS = Path(__file__).resolve()
 CONNECT_TRIES = 1200  # x 50 ms: the server imports for a few seconds
+PR_SET_PDEATHSIG = 1  # prctl(2): a signal when the parent ends
 
 
 class WarmKernels:
@@ -110,7 +114,7 @@ def serve(path):
             importlib.import_module(name)
     from ipykernel import kernelapp
 
-    parent = os.getppid()
+    parent, server = os.getppid(), os.getpid()
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(path)
     listener.listen(64)
@@ -132,6 +136,7 @@ def serve(path):
         request = json.loads(conn.makefile().readline())
         pid = os.fork()
         if pid == 0:  # the page's kernel
+            _die_with(server)
             listener.close()
             for c in [*children, conn]:
                 c.close()
@@ -160,6 +165,16 @@ def serve(path):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(children[sock], signal.SIGKILL)
         _reap(children)
+
+
+def _die_with(server):
+    """In a kernel: end when the server ends, even by SIGKILL (then it
+    cannot kill its kernels itself). Linux's parent-death signal; where
+    there is none, the server's own end still kills them."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != server:  # it ended before the signal was set
+        os._exit(1)
 
 
 def _reap(children):

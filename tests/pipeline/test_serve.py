@@ -391,9 +391,9 @@ def _parent(pid):
 
 def test_serve_ends_every_process_whatever_ends_first(copy):
     """The engine's server killed while a page script runs, the warm
-    kernels' server killed, the loop's parent killed: each time the
-    loop and every process it started end within seconds, and no
-    temporary folder is left."""
+    kernels' server killed while a page's kernel runs, the loop's parent
+    killed: each time the loop and every process it started end within
+    seconds, and no temporary folder is left."""
     beta = copy / "scripts/beta.py"
     slow = beta.read_text() + "\nimport time\n\ntime.sleep(60)\n"
     served = Served(copy)
@@ -412,9 +412,14 @@ def test_serve_ends_every_process_whatever_ends_first(copy):
         served.wait_for("serving at")
         started = serve.descendants(served.process.pid)
         kernels = _one_named(served.process.pid, "warm_kernels.py server")
-        os.kill(kernels, signal.SIGKILL)
+        beta.write_text(slow)  # its kernel busy: the server's child
+        served.wait_for("start  beta")
+        time.sleep(1.0)  # the kernel forked
+        started += serve.descendants(served.process.pid)
+        os.kill(kernels, signal.SIGKILL)  # it can kill no kernel itself
         served.wait_for("kernel server exited")
         stopped(served, started)
+        beta.write_text(slow.replace("time.sleep(60)", "time.sleep(0)"))
 
         served = Served(copy, parent=True)
         served.wait_for("serving at")
