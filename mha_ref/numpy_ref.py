@@ -64,8 +64,9 @@ def softmax_rows(scores, axis=-1):
     -inf gets weight 0; a row of only -inf gets 0 everywhere. No checks
     (`softmax` is this function behind its input check).
     """
-    # shift-invariant: subtracting the row max keeps exp() <= 1; a row
-    # of only -inf shifts by 0 instead, and all its exp() are 0
+    # shift-invariant: subtracting the row max keeps exp() <= 1. The two
+    # np.where only matter for a row with no allowed key (only -inf): it
+    # shifts by 0 instead, and all its exp() are 0
     row_max = np.max(scores, axis=axis, keepdims=True)
     weights = np.exp(scores - np.where(np.isneginf(row_max), 0.0, row_max))
     total = np.sum(weights, axis=axis, keepdims=True)  # 0 for such a row

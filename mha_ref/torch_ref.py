@@ -615,6 +615,7 @@ def linear(x, weight, bias=None):
     >>> linear(torch.ones(1, 2), torch.ones(3, 2), torch.arange(3.0))
     tensor([[2., 3., 4.]])
     """
+    # F is torch.nn.functional, PyTorch's module of plain functions
     return F.linear(x, weight, bias)  # (..., d_out)
     # --8<-- [end:linear]
 

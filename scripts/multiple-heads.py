@@ -102,8 +102,8 @@ for i in range(n_head):
     q = x @ layer.Wq[:, cols]  # (B, T, dh)
     k = x @ layer.Wk[:, cols]
     v = x @ layer.Wv[:, cols]
-    # attention: dot_product_attention plus options of later pages
-    out, _ = numpy_ref.attention(q, k, v, mask)  # (B, T, dh)
+    # steps 1 to 4; it returns the output and the weights
+    out, _ = numpy_ref.dot_product_attention(q, k, v, mask)  # (B, T, dh)
     outs.append(out)
 y_loop = np.concatenate(outs, axis=-1) @ layer.Wo  # (B, T, d_model)
 # --8<-- [end:heads-loop]
