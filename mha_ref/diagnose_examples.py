@@ -111,7 +111,8 @@ def sdpa_mask_as_is(q, k, v, mask):
 class HFStyleAttention(nn.Module):
     """Laid out like Hugging Face's Llama attention: q_proj, k_proj,
     v_proj, o_proj (nn.Linear, weights (out, in)), an additive mask and
-    the rotary cos and sin passed in; returns (output, weights)."""
+    the rotary cos and sin passed in (rotate-half RoPE: Decoding with a
+    KV cache, RoPE section); returns (output, weights)."""
 
     def __init__(self, d_model, n_head):
         super().__init__()

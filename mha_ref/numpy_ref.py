@@ -326,9 +326,12 @@ def attention_backward(
     # --8<-- [start:attention-backward-dq-dk]
     # the forward's scale, backwards: d_scores becomes dS / sqrt(d_k)
     d_scores = mod.scores_backward(d_scores, q, k)  # (..., Tq, Tk)
-    # so dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k)
+    # --8<-- [start:attention-backward-dq-dk-products]
+    # d_scores is now the gradient of q @ k^T (dS / sqrt(d_k) for
+    # plain scaled scores): dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k)
     dq = d_scores @ k  # (..., Tq, d)
     dk = np.swapaxes(d_scores, -2, -1) @ q  # (..., Tk, d)
+    # --8<-- [end:attention-backward-dq-dk-products]
     # --8<-- [end:attention-backward-dq-dk]
     # a batch dim that q, k or v shared (broadcast) sums its gradients
     dq, dk, dv = (
@@ -880,7 +883,7 @@ class MultiHeadAttention:
         grads["Wq"], grads["bq"], dx = linear_backward(x, self.Wq, dq)
         grads["Wk"], grads["bk"], dc_k = linear_backward(context, self.Wk, dk)
         grads["Wv"], grads["bv"], dc_v = linear_backward(context, self.Wv, dv)
-        if cross:
+        if cross:  # a context was given (cross-attention)
             grads["x"], grads["context"] = dx, dc_k + dc_v
         else:  # one input used three times: its gradients add up
             grads["x"] = dx + dc_k + dc_v

@@ -38,7 +38,7 @@ def wrong_mask_after_softmax(scores, mask, renormalise=False):
     """Softmax over every key, then zero the blocked weights."""
     weights = numpy_ref.softmax(scores)  # blocked keys took their share
     weights = np.where(mask, 0.0, weights)  # rows now sum to < 1
-    if renormalise:  # right in exact maths; the sum can underflow to 0
+    if renormalise:  # right in exact maths; the sum can round to 0 (underflow)
         weights = weights / weights.sum(axis=-1, keepdims=True)
     return weights
     # --8<-- [end:wrong-mask-after]

@@ -306,9 +306,12 @@ def attention_backward(
     # --8<-- [start:attention-backward-dq-dk]
     # the forward's scale, backwards: d_scores becomes dS / sqrt(d_k)
     d_scores = mod.scores_backward(d_scores, q, k)  # (..., Tq, Tk)
-    # so dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k)
+    # --8<-- [start:attention-backward-dq-dk-products]
+    # d_scores is now the gradient of q @ k^T (dS / sqrt(d_k) for
+    # plain scaled scores): dQ = dS K / sqrt(d_k), dK = dS^T Q / sqrt(d_k)
     dq = d_scores @ k  # (..., Tq, d)
     dk = d_scores.transpose(-2, -1) @ q  # (..., Tk, d)
+    # --8<-- [end:attention-backward-dq-dk-products]
     # --8<-- [end:attention-backward-dq-dk]
     # a batch dim that q, k or v shared (broadcast) sums its gradients
     dq, dk, dv = (

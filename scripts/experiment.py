@@ -115,6 +115,30 @@ def run_case(dtype, bias, kind, device="cpu"):
     return diffs, weights, mask
 
 
+# The SDPA call as the page shows it: the path's layer, whose key/value
+# heads are as many as its query heads; torch_ref.sdpa_forward also
+# passes enable_gqa for grouped heads (a Going-further page).
+# --8<-- [start:sdpa-call-short]
+def sdpa_attention(q, k, v, mask=None):
+    """Steps 1 to 4 through SDPA; q, k, v already split into heads."""
+    # SDPA's boolean mask means True = allowed: the one place we flip it
+    allowed = None if mask is None else ~mask  # (B, H, Tq, Tk)
+    # dropout_p does not follow module.eval(): pass 0.0 explicitly
+    return F.scaled_dot_product_attention(
+        q, k, v, attn_mask=allowed, dropout_p=0.0
+    )  # (B, H, Tq, dh)
+    # --8<-- [end:sdpa-call-short]
+
+
+for kind in MASKS:  # the short call agrees with the library's path
+    module, x, context, mask = make_case("float32", False, kind)
+    with torch.no_grad():
+        q, k, v = module.project(x, context, None)  # (B, H, T, dh)
+        short = module.wo(module.merge_heads(sdpa_attention(q, k, v, mask)))
+        full = torch_ref.sdpa_forward(module, x, mask, context)
+    if not torch.equal(short, full):
+        raise RuntimeError(f"the short SDPA call differs ({kind} mask)")
+
 diffs, _, _ = run_case("float32", False, "causal")  # one case of the table
 atol = tolerances.atol("float32")
 for pair in PAIRS:
@@ -743,8 +767,9 @@ class WrongMerge(torch_ref.MultiHeadAttention):
 
     def merge_heads(self, x):  # x (B, H, T, dh)
         b, h, t, dh = x.shape
-        # no transpose(1, 2): positions and heads interleave
-        return x.reshape(b, t, h * dh)  # (B, T, d_model), scrambled
+        # no transpose(1, 2): positions and heads interleave,
+        # so the merged rows are scrambled
+        return x.reshape(b, t, h * dh)  # (B, T, d_model)
         # --8<-- [end:planted-merge]
 
 

@@ -120,6 +120,14 @@ glue.value(
     "max_abs_diff",
     max(max(r["diffs"].values()) for r in results.values()),
 )
+glue.value(  # the two layers of the page's table, without the box's
+    "table_max_abs_diff",
+    max(
+        max(r["diffs"].values())
+        for name, r in results.items()
+        if name != "gqa-rope"
+    ),
+)
 glue.value("tolerance", tolerances.atol("float64"))
 # db_O is the column sum of dY in both: the page says it matches exactly
 bo_max_diff = glue.value(
@@ -171,20 +179,36 @@ arrows = [  # (the page's step, the forward operation), between two boxes
     ("step 6", "merge heads"),
     ("step 5", "× W_O, + b_O"),
 ]
+# the drawn labels: mathtext subscripts, as the text typesets them (the
+# alt text keeps the plain labels above)
+DRAWN = {
+    "× W_Q, W_K, W_V\n(+ b_Q, b_K, b_V)": (
+        "× $W_Q$, $W_K$, $W_V$\n(+ $b_Q$, $b_K$, $b_V$)"
+    ),
+    "Q Kᵀ / √d_k\n(Q, K only)": ("$Q K$ᵀ / √$d_k$\n($Q$, $K$ only)"),
+    "× W_O, + b_O": "× $W_O$, + $b_O$",
+}
+DRAWN_SYMBOLS = {"d_model": r"$d_{\mathrm{model}}$", "d_k": "$d_k$"}
 V_FROM, V_INTO = 2, 4  # V leaves the heads box, joins the "A V" arrow
 V_STEP = "step 1: dV = Aᵀ dO"
 
 
-def shape_text(symbols):
+PITCH = 2.5  # one box and the arrow under it: room for two-line labels
+HEIGHT = 0.2 + (len(boxes) - 1) * PITCH + 1.15
+
+
+def shape_text(symbols, drawn=False):
     numbers = ", ".join(str(sizes[s]) for s in symbols)
+    if drawn:
+        symbols = [DRAWN_SYMBOLS.get(s, s) for s in symbols]
     return f"({', '.join(symbols)}) = ({numbers})"
 
 
 def draw_roadmap(fig, theme):
     import matplotlib
 
-    ax = glue.diagram_axes(fig, 10.4, 16.5)
-    pitch = 2.15  # one box and the arrow under it
+    pitch = PITCH  # one box and the arrow under it
+    ax = glue.diagram_axes(fig, 10.4, HEIGHT)
     lane = 0.85  # V's side branch, left of the boxes
     for i, (name, symbols) in enumerate(boxes):
         y = 0.2 + i * pitch
@@ -200,13 +224,15 @@ def draw_roadmap(fig, theme):
             )
         )
         ax.text(1.5, y + 0.52, name, va="center", weight="bold")
-        ax.text(9.9, y + 0.52, shape_text(symbols), va="center", ha="right")
+        shape = shape_text(symbols, drawn=True)
+        ax.text(9.9, y + 0.52, shape, va="center", ha="right")
         if i < len(arrows):
             step, operation = arrows[i]
             top, bottom = y + 1.1, y + pitch - 0.05
             glue.draw_arrow(ax, (3.0, top), (3.0, bottom), theme)
             middle = (top + bottom) / 2
-            ax.text(3.4, middle, operation, va="center", linespacing=1.0)
+            operation = DRAWN.get(operation, operation)
+            ax.text(3.4, middle, operation, va="center", linespacing=1.5)
             steps = step if i != V_INTO else f"{step}\n{V_STEP}"
             ax.text(
                 9.9,
@@ -216,7 +242,7 @@ def draw_roadmap(fig, theme):
                 ha="right",
                 color=theme.series[1],
                 weight="bold",
-                linespacing=1.0,
+                linespacing=1.5,
             )
     # V: from the heads box, past S and A, into the "A V" arrow
     source = 0.2 + V_FROM * pitch + 0.52
@@ -230,10 +256,10 @@ def draw_roadmap(fig, theme):
     glue.draw_arrow(ax, (lane, join), (2.95, join), theme)
     ax.text(1.9, join + 0.08, "V", va="top", ha="center", weight="bold")
     # the backward pass: the whole column, bottom to top
-    glue.draw_arrow(ax, (0.3, 15.3), (0.3, 0.4), theme)
+    glue.draw_arrow(ax, (0.3, HEIGHT - 1.2), (0.3, 0.4), theme)
     ax.text(
         0.05,
-        7.9,
+        HEIGHT / 2 - 0.35,
         "backward",
         rotation=90,
         va="center",
@@ -249,7 +275,8 @@ def _one_line(text):
 glue.figure(
     "layer-backward-roadmap",
     draw_roadmap,
-    figsize=(3.7, 5.85),  # fits a 390 px phone column (about 355 px)
+    # fits a 390 px phone column (about 355 px); equal aspect
+    figsize=(3.7, 3.7 * (HEIGHT + 0.4) / 10.8),
     alt=(
         "The layer's forward pass as a column of boxes, top to bottom, "
         "each with its shape in symbols and in the numbers of the build's "
@@ -406,6 +433,7 @@ memory = glue.value(
         "lengths": lengths,
         "batch": lead[0],
         "n_head": lead[1],
+        "heads": heads,  # (T, T) matrices per array: batch times heads
         "d_head": d_head,
         "block": block,
         "dtype": "float64",
