@@ -379,9 +379,9 @@ def sum_to_shape(grad, shape):
 # (t, tk) with tk != t needs ``align``: "top_left" starts the diagonal at
 # the first key (SDPA's is_causal=True, its flag to apply the causal
 # mask itself, with no mask passed), "bottom_right" ends it at the last
-# key (flash-attn, a KV cache); a query before every key is a row with
-# no allowed key. causal_mask(2, 3, align="bottom_right") blocks only
-# the last key of the first query: [[0, 0, 1], [0, 0, 0]].
+# key (the flash-attn package, a KV cache); a query before every key is
+# a row with no allowed key. causal_mask(2, 3, align="bottom_right")
+# blocks only the last key of the first query: [[0, 0, 1], [0, 0, 0]].
 def causal_mask(t, tk=None, align=None):
     """(t, t) mask, True strictly above the diagonal: the future.
 

@@ -71,7 +71,7 @@ def dot_product_attention(q, k, v, mask=None):
     """
     mask = check.dot_product_attention(q, k, v, mask)
     # skip on a first read: float16 (16-bit) is computed in float32 (32-bit)
-    dtype = q.dtype  # the inputs' dtype, given back at the end
+    dtype = q.dtype  # inputs' number format (dtype), given back
     wide = torch.promote_types(dtype, torch.float32)  # float64 stays
     q, k, v = q.to(wide), k.to(wide), v.to(wide)
     scores = attention_scores(q, k)  # step 1: Q K^T / sqrt(d_k)
@@ -340,8 +340,8 @@ def sum_kv_heads(grad, group):
 # (t, tk) with tk != t needs ``align``: "top_left" starts the diagonal at
 # the first key (SDPA's is_causal=True, its flag to apply the causal
 # mask itself, with no mask passed), "bottom_right" ends it at the last
-# key (flash-attn, a KV cache); a query before every key is a row with
-# no allowed key.
+# key (the flash-attn package, a KV cache); a query before every key is
+# a row with no allowed key.
 def causal_mask(t, tk=None, align=None, device=None):
     """(t, t) mask, True strictly above the diagonal: the future."""
     tk = check.causal_mask(t, tk, align, device)  # tk: t unless given
@@ -653,7 +653,7 @@ class MultiHeadAttention(nn.Module):
         d_kv = self.n_kv_head * self.d_head  # d_model when n_kv_head = H
         # --8<-- [start:mha-init-weights]
         # nn.Linear stores its weight as (out, in) and computes x @ W.T
-        # kw: bias, device, dtype (the constructor's arguments)
+        # kw: bias, device (CPU or GPU), dtype (number format)
         self.wq = nn.Linear(d_model, d_model, **kw)
         self.wk = nn.Linear(d_model, d_kv, **kw)  # d_kv = d_model here
         self.wv = nn.Linear(d_model, d_kv, **kw)
