@@ -157,6 +157,7 @@ def llama_attention(d_model, n_head):
         num_key_value_heads=n_head,  # no grouped heads: H_kv = H
     )
     config._attn_implementation = "eager"  # its plain PyTorch path
+    # layer_idx: this layer's index in the model's stack of layers
     return LlamaAttention(config, layer_idx=0)
     # --8<-- [end:llama-attention]
 

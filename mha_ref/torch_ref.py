@@ -755,7 +755,7 @@ def sdpa_forward(module, x, mask=None, context=None, positions=None):
     # --8<-- [start:sdpa-call]
     # SDPA's boolean mask means True = allowed: the one place we flip it
     allowed = None if mask is None else ~mask  # (B, H, Tq, Tk)
-    # dropout_p does not follow module.eval(): pass 0.0 explicitly
+    # 0.0, the default, written out: dropout_p does not follow .eval()
     # grouped: False on the path (fewer key/value heads: a later page)
     out = F.scaled_dot_product_attention(
         q, k, v, attn_mask=allowed, dropout_p=0.0, enable_gqa=grouped

@@ -123,21 +123,26 @@ def sdpa_attention(q, k, v, mask=None):
     """Steps 1 to 4 through SDPA; q, k, v already split into heads."""
     # SDPA's boolean mask means True = allowed: the one place we flip it
     allowed = None if mask is None else ~mask  # (B, H, Tq, Tk)
-    # dropout_p does not follow module.eval(): pass 0.0 explicitly
+    # 0.0, the default, written out: dropout_p does not follow .eval()
     return F.scaled_dot_product_attention(
         q, k, v, attn_mask=allowed, dropout_p=0.0
     )  # (B, H, Tq, dh)
     # --8<-- [end:sdpa-call-short]
 
 
-for kind in MASKS:  # the short call agrees with the library's path
-    module, x, context, mask = make_case("float32", False, kind)
+# the short call agrees with the library's path, in every case below
+for dtype, bias, kind in itertools.product(
+    ["float32", "float64"], [False, True], MASKS
+):
+    module, x, context, mask = make_case(dtype, bias, kind)
     with torch.no_grad():
         q, k, v = module.project(x, context, None)  # (B, H, T, dh)
         short = module.wo(module.merge_heads(sdpa_attention(q, k, v, mask)))
         full = torch_ref.sdpa_forward(module, x, mask, context)
     if not torch.equal(short, full):
-        raise RuntimeError(f"the short SDPA call differs ({kind} mask)")
+        raise RuntimeError(
+            f"the short SDPA call differs ({dtype}, bias={bias}, {kind})"
+        )
 
 diffs, _, _ = run_case("float32", False, "causal")  # one case of the table
 atol = tolerances.atol("float32")
