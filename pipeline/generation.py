@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import cache, config, kernel, notebook, page_data, pages
+from pipeline import cache, config, kernel, memo, notebook, page_data, pages
 from pipeline.files import atomic_write
 
 # A page's kernel waits part of its life (its start, its messages), so
@@ -380,7 +380,11 @@ def _run(
     if not todo:
         return failed
     jobs = jobs or JOBS_PER_CORE * len(os.sched_getaffinity(0))
-    warm_kernels = contextlib.nullcontext(kernels) if kernels else started()
+    warm_kernels = (
+        contextlib.nullcontext(kernels)
+        if kernels
+        else started(imported_packages(project, todo))
+    )
     last = {t.name: cache.last_seconds(project, t.name) for t in todo}
     progress = _Progress(say, width, events, last)
     with progress, warm_kernels as warm:
@@ -430,6 +434,33 @@ def _run(
             pool.shutdown(wait=False, cancel_futures=True)
     pool.shutdown(wait=True)
     return failed
+
+
+def imported_packages(project, tasks):
+    """The top-level packages the tasks' scripts and carried Python files
+    import, anywhere in them: what their kernels' fork server imports
+    before the first fork (warm_kernels.WARM)."""
+    found = set()
+    for task in tasks:
+        for name in [task.recipe["script"], *task.recipe["files"]]:
+            if name and name.endswith(".py"):
+                text = (project.root / name).read_text("utf-8")
+                found.update(memo.fact("top-level imports", text, _imports))
+    return found
+
+
+def _imports(text):
+    try:
+        tree = ast.parse(text)
+    except SyntaxError:  # the page fails on it, and says where
+        return []
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return sorted(found)
 
 
 def generate(

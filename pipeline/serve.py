@@ -155,7 +155,9 @@ class Watcher:
         from pipeline.warm_kernels import started
 
         if self.kernels is None:  # started once, used by every round
-            self.kernels = started().__enter__()
+            every = generation.discover(self.project)  # a new page: its own
+            imports = generation.imported_packages(self.project, every)
+            self.kernels = started(imports).__enter__()
             if self.started_kernels is not None:
                 self.started_kernels(self.kernels.process, "kernel server")
         said = set()

@@ -37,17 +37,19 @@ from pathlib import Path
 # The slow imports, done once in the server, before any fork: the
 # packages pages use, and what each kernel imports as it starts (its
 # debugger support alone took 0.15 s a kernel; matplotlib's inline
-# backend at the first figure).
+# backend at the first figure). Each with the package a page must import
+# for it to be worth importing (None: every kernel needs it): torch alone
+# is 1.5 CPU-seconds, wasted on a run of pages that never import it.
 WARM = (
-    "numpy",
-    "torch",
-    "matplotlib",
-    "matplotlib.figure",
-    "ipykernel",
-    "ipykernel.kernelapp",
-    "ipykernel.ipkernel",
-    "ipykernel.debugger",
-    "matplotlib_inline.backend_inline",
+    ("numpy", "numpy"),
+    ("torch", "torch"),
+    ("matplotlib", "matplotlib"),
+    ("matplotlib.figure", "matplotlib"),
+    ("ipykernel", None),
+    ("ipykernel.kernelapp", None),
+    ("ipykernel.ipkernel", None),
+    ("ipykernel.debugger", None),
+    ("matplotlib_inline.backend_inline", "matplotlib"),
 )
 THIS = Path(__file__).resolve()
 CONNECT_TRIES = 1200  # x 50 ms: the server imports for a few seconds
@@ -56,15 +58,17 @@ PR_SET_PDEATHSIG = 1  # prctl(2): a signal when the parent ends
 
 class WarmKernels:
     """``with WarmKernels(paths, env) as w: w.kernel_argv()`` while it
-    runs; leaving the block stops the server and every kernel."""
+    runs; leaving the block stops the server and every kernel. ``warm``:
+    the modules the server imports first (names)."""
 
-    def __init__(self, paths, env):
+    def __init__(self, paths, env, warm=None):
         self.paths, self.env = list(paths), dict(env)
+        self.warm = [m for m, _ in WARM] if warm is None else list(warm)
 
     def __enter__(self):
         self.folder = tempfile.TemporaryDirectory(prefix="mha-warm-")
         self.socket = str(Path(self.folder.name, "fork.sock"))
-        request = json.dumps({"paths": self.paths, "warm": list(WARM)})
+        request = json.dumps({"paths": self.paths, "warm": self.warm})
         self.process = subprocess.Popen(
             [sys.executable, "-E", "-S", str(THIS), "server", self.socket],
             env={**os.environ, **self.env, "MHA_REF_WARM": request},
@@ -89,11 +93,18 @@ class WarmKernels:
         return False
 
 
-def started():
-    """The fork server for page kernels as kernel.py defines them."""
+def started(imports=None):
+    """The fork server for page kernels as kernel.py defines them.
+    ``imports``: the top-level packages the pages to run import (their
+    scripts and carried files); None, any page may come: all of WARM."""
     from pipeline.kernel import KERNEL_ENV, standalone_paths
 
-    return WarmKernels(standalone_paths(), KERNEL_ENV)
+    warm = [
+        module
+        for module, needed in WARM
+        if needed is None or imports is None or needed in imports
+    ]
+    return WarmKernels(standalone_paths(), KERNEL_ENV, warm)
 
 
 # ------------------------------------------ run by path: the server

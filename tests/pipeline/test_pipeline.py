@@ -21,7 +21,7 @@ import pytest
 from pipeline import cache, pages
 from pipeline.generation import Project, discover, generate, stale
 from pipeline.page_data import glued_names
-from pipeline.warm_kernels import started
+from pipeline.warm_kernels import WARM, started
 
 pytestmark = pytest.mark.slow  # make fast skips it; make test runs it
 
@@ -98,6 +98,21 @@ def built(tmp_path_factory, kernels):
     assert failed == [], "\n".join(log)
     assert ran == ["alpha", "beta"]
     return project
+
+
+def test_the_fork_server_imports_what_the_pages_import(built):
+    """Torch is warmed for a run of pages that import it, not for these
+    (glue imports numpy and matplotlib, in its functions)."""
+    from pipeline.generation import imported_packages
+
+    found = imported_packages(built, discover(built))
+    assert {"glue", "mha_ref", "numpy", "matplotlib"} <= found
+    assert "torch" not in found
+    warm = started(found).warm
+    assert "torch" not in warm
+    assert {"numpy", "matplotlib.figure", "ipykernel.debugger"} <= set(warm)
+    assert "torch" in started(found | {"torch"}).warm
+    assert started().warm == [module for module, _ in WARM]
 
 
 def test_build_writes_what_the_script_glued(built):
