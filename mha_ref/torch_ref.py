@@ -284,7 +284,7 @@ def attention_backward(
     scores_no_overflow(scores, mask, bias)  # q @ k^T can overflow
     weights = mod.softmax(scores)  # (..., Tq, Tk)
     # --8<-- [start:attention-backward-dv]
-    # dV = A^T dO: each value collects the rows that read it
+    # dV = A^T dO (dout is dO): each value collects the rows that read it
     dv = weights.transpose(-2, -1) @ dout  # (..., Tk, d_v)
     # --8<-- [end:attention-backward-dv]
     # --8<-- [start:attention-backward-da]
