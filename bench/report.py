@@ -42,12 +42,27 @@ def merge(report, out, parts):
     except FileNotFoundError:
         return report
     merged = {**earlier, **{p: report[p] for p in parts if p in report}}
+    for part in parts:  # what measured it, where it is read
+        if isinstance(merged.get(part), dict):
+            merged[part]["measured_in"] = {
+                key: report["environment"].get(key) for key in MEASURED_IN
+            }
     merged["partial_run"] = {
         "parts": list(parts),
         "environment": report["environment"],
         "seconds": report["seconds_total"],
     }
     return merged
+
+
+def _measured_in(part):
+    """A line saying where a part rerun alone was measured (the
+    environment above describes the run that wrote it)."""
+    found = part.get("measured_in") if isinstance(part, dict) else None
+    if not found:
+        return []
+    said = ", ".join(f"{key} {value}" for key, value in found.items())
+    return ["", f"Measured in a later run of this part alone: {said}."]
 
 
 def _section(part, section, value):
@@ -63,6 +78,10 @@ def _section(part, section, value):
             f"Kept from an earlier run in an older format (no {exc}): "
             f"rerun `python -m bench --only {part}`.",
         ]
+
+
+# What a part rerun alone says of the run that measured it.
+MEASURED_IN = ("commit", "cpu", "cpu_probe_s", "tree_dirty")
 
 
 def markdown(report):
@@ -94,6 +113,7 @@ def markdown(report):
     ):
         if part in report:
             lines += _section(part, section, report[part])
+            lines += _measured_in(report[part])
     lines += ["", f"Total bench time: {report['seconds_total']:.0f} s."]
     if "partial_run" in report:
         rerun = report["partial_run"]
@@ -267,15 +287,16 @@ def _suite_md(s):
         "",
         "`make test` and `make fast` as typed, in a fresh copy of the "
         "repository (made a git repository with one commit, as a clone "
-        "is), each run from an empty "
+        "is): `make test` from an empty "
         + ", ".join(f"{f}/" for f in s["emptied"])
-        + " (so both include generation, and `make test` both sites' "
-        "builds; the .venv exists, so its set-up is not timed): "
+        + " (generation and both sites' builds), then `make fast` on "
+        "what `make test` left (its generation has nothing to run); the "
+        ".venv exists, so its set-up is not timed: "
         f"`{s['command']}`, on {s['cores']} cores. A target is met only "
         "by runs that all passed. Seconds on this shared machine kind "
         "vary by day with the host's load; read them against "
-        "`cpu_probe_s` in the environment above (a fixed loop on one "
-        "core, timed as the bench starts).",
+        "`cpu_probe_s` of the run that measured them (a fixed loop on "
+        "one core, timed as the bench starts).",
         "",
         "| command | median (s) | target | met | runs (s) | pytest | passed |",
         "|:--|--:|--:|:--|:--|:--|:--|",
@@ -319,8 +340,9 @@ def _suite_md(s):
     if parts:
         lines += [
             "",
-            "- of which (the pipeline's `total` line, pytest's own time): "
-            + "; ".join(parts),
+            "- its parts, some side by side (the pipeline's `total` line, "
+            "trained-heads within it, the unit tests beside the build, "
+            "pytest's own time): " + "; ".join(parts),
         ]
     for target, i, run in failures:
         lines += [
