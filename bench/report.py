@@ -166,8 +166,9 @@ def _build_md(b):
             "numpy_ref_edit_s",
             f"{code} edit",
             f"warm `make site` after a statement added to the function "
-            f"of {code} that section `{b.get('code_section', '?')}` shows "
-            "(the pages that ran it rerun)",
+            f"of {code} that section `{b.get('code_section', '?')}` shows, "
+            "after its `return` (the code changes, not what it computes: "
+            "the pages that ran it rerun)",
         ),
         (
             "warm_prose_over_floor",
