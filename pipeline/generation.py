@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pipeline import cache, config, kernel, memo, notebook, page_data, pages
+from pipeline import cache, config, kernel, notebook, page_data, pages
 from pipeline.files import atomic_write
 
 # A page's kernel waits part of its life (its start, its messages), so
@@ -445,22 +445,8 @@ def imported_packages(project, tasks):
         for name in [task.recipe["script"], *task.recipe["files"]]:
             if name and name.endswith(".py"):
                 text = (project.root / name).read_text("utf-8")
-                found.update(memo.fact("top-level imports", text, _imports))
+                found.update(pages.top_level_imports(text))
     return found
-
-
-def _imports(text):
-    try:
-        tree = ast.parse(text)
-    except SyntaxError:  # the page fails on it, and says where
-        return []
-    found = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found.update(alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.level == 0:
-            found.add(node.module.split(".")[0])
-    return sorted(found)
 
 
 def generate(

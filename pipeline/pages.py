@@ -219,6 +219,27 @@ def _mha_imports(source, package=config.MHA_REF):
     )
 
 
+def top_level_imports(source):
+    """The top-level packages a Python source imports, anywhere in it
+    (``torch`` for ``from torch.nn import functional``); none if it does
+    not parse (its page fails on it, and says where)."""
+
+    def find(text):
+        try:
+            nodes = _nodes(text)
+        except SyntaxError:
+            return []
+        found = set()
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                found.update(a.name.split(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                found.add(node.module.split(".")[0])
+        return sorted(found)
+
+    return memo.fact("top-level imports", source, find)
+
+
 def _find_imports(source, package):
     found = set()
     try:

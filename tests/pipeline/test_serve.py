@@ -463,6 +463,13 @@ class _File:
         return not dest.exists() or src.stat().st_mtime > dest.stat().st_mtime
 
 
+def _write(root, files):
+    """Each {relative path: text} under root, its folders made."""
+    for relative, text in files.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+
+
 def test_dirty_rebuild_renders_the_pages_whose_shown_files_changed(
     tmp_path, monkeypatch
 ):
@@ -474,16 +481,17 @@ def test_dirty_rebuild_renders_the_pages_whose_shown_files_changed(
     from pipeline import serve_hook
 
     root = tmp_path
-    for relative, text in {
-        "mkdocs.yml": "site_name: tiny\n",
-        "mha_ref/a.py": SECTION_A,
-        "docs/alpha.md": ALPHA.format(include=GOOD_INCLUDE),
-        "docs/beta.md": "# Beta\n\n<< gamma.z >>\n",
-        "docs/delta.md": "# Delta\n",
-        "docs/generated/data/gamma.json": '{"z": 1}\n',
-    }.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
+    _write(
+        root,
+        {
+            "mkdocs.yml": "site_name: tiny\n",
+            "mha_ref/a.py": SECTION_A,
+            "docs/alpha.md": ALPHA.format(include=GOOD_INCLUDE),
+            "docs/beta.md": "# Beta\n\n<< gamma.z >>\n",
+            "docs/delta.md": "# Delta\n",
+            "docs/generated/data/gamma.json": '{"z": 1}\n',
+        },
+    )
     files = [_File(root, f"{n}.md") for n in ("alpha", "beta", "delta")]
     for f in files:  # built a second after their sources
         Path(f.abs_dest_path).parent.mkdir(parents=True)
@@ -524,13 +532,14 @@ def test_a_file_changed_while_its_page_was_built_rebuilds_it(
     from pipeline import serve_hook
 
     root = tmp_path
-    for relative, text in {
-        "mkdocs.yml": "site_name: tiny\n",
-        "docs/beta.md": "# Beta\n\n<< gamma.z >>\n",
-        "docs/generated/data/gamma.json": '{"z": 1}\n',
-    }.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
+    _write(
+        root,
+        {
+            "mkdocs.yml": "site_name: tiny\n",
+            "docs/beta.md": "# Beta\n\n<< gamma.z >>\n",
+            "docs/generated/data/gamma.json": '{"z": 1}\n',
+        },
+    )
     page = _File(root, "beta.md")
     written = SimpleNamespace(file=page)  # what on_post_page gets
     built = Path(page.abs_dest_path)
