@@ -46,7 +46,8 @@ site: check ## generate, build site/ strictly, typeset its math
 	$(ENGINE)/mkdocs build --strict
 	$(PY) -m pipeline.postbuild site
 
-site-zensical: check zensical-config ## the same site with Zensical
+site-zensical: check ## the same site with Zensical
+	$(PY) -m pipeline.zensical
 	$(ENGINE)/zensical build --strict -f zensical.yml
 	$(PY) -m pipeline.postbuild site-zensical
 
@@ -100,7 +101,8 @@ ONE_THREAD := OMP_NUM_THREADS=1 OPENBLAS_NUM_THREADS=1 MKL_NUM_THREADS=1
 NO_BUILD := tests/unit mha_ref tests/pipeline/test_pipeline.py \
 	tests/pipeline/test_serve.py tests/pipeline/test_code_units.py \
 	tests/pipeline/test_jupyter_cache_hook.py tests/pipeline/test_memo.py \
-	tests/pipeline/test_notebook_trace.py
+	tests/pipeline/test_notebook_trace.py \
+	tests/pipeline/test_page_cache_hook.py
 SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
 BESIDE_THE_BUILD := mkdir -p build; \
@@ -137,6 +139,12 @@ format: $(STAMP) ## apply ruff format and ruff's fixes
 # then the rest, whose indexes need not know +cpu, with uv (pinned too),
 # which installs them in seconds where pip takes half a minute (the
 # torch installed stays: it meets the pin); pip again if uv fails.
+# The packages are compiled to bytecode as they install (uv's
+# --compile-bytecode: all of site-packages; pip does so by default). A
+# machine that sets PYTHONDONTWRITEBYTECODE (this one does) would
+# otherwise compile every module of MkDocs, Jupyter and transformers
+# from source in every process: 0.7 s of each `mkdocs build`. The
+# project's own files are never compiled ahead: they are edited.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
@@ -145,7 +153,7 @@ $(STAMP): pyproject.toml constraints.txt
 	       $(PY) -m pip install -q -c constraints.txt --no-deps \
 	         $(if $(TORCH_INDEX),--extra-index-url $(TORCH_INDEX)) torch; }
 	{ $(PY) -m pip install -q -c constraints.txt uv && \
-	  VIRTUAL_ENV=$(VENV) $(VENV)/bin/uv pip install -q \
+	  VIRTUAL_ENV=$(VENV) $(VENV)/bin/uv pip install -q --compile-bytecode \
 	    -c constraints.txt -e '.[docs,dev]'; } \
 	  || $(PY) -m pip install -q -c constraints.txt -e '.[docs,dev]'
 	touch $@
@@ -169,7 +177,8 @@ generate: $(STAMP) ## run the page scripts (cached, in parallel)
 check: generate ## the pages agree with code and data (file:line each)
 	$(PY) -m pipeline.check
 
-# zensical.yml: mkdocs.yml with Zensical's few changes (pipeline/zensical.py)
+# zensical.yml: mkdocs.yml with Zensical's few changes, and a Markdown
+# page per notebook, which only Zensical reads (pipeline/zensical.py)
 zensical-config: $(STAMP)
 	$(PY) -m pipeline.zensical
 

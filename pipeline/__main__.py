@@ -6,7 +6,6 @@ from pathlib import Path
 
 from pipeline.generation import Project, generate
 from pipeline.page_linter import before_generation
-from pipeline.zensical import write_notebook_pages
 
 
 def main(argv=None):
@@ -68,7 +67,6 @@ def main(argv=None):
         traceback=args.traceback,
         trace=not args.no_trace,
     )
-    write_notebook_pages(project.out, project.cache.parent)
     if failed:
         print(f"generation failed: {', '.join(failed)}", file=sys.stderr)
         return 1

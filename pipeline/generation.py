@@ -7,7 +7,10 @@ the package versions (cache.py keys them). Before anything runs, the
 mistakes that need no run are named, one line each with file:line: a
 page script without a page, an include of a section that does not
 exist, a file that does not parse; the pages they touch do not run, the
-others do. Tasks run in a pool of threads, one kernel each, two per
+others do. The kernels' fork server (warm_kernels.py) starts as soon
+as a page is known to be stale, so it imports while the pages whose
+code changed but not what they ran get their new code (refresh).
+Tasks run in a pool of threads, one kernel each, two per
 core (JOBS_PER_CORE), the slowest first (by the seconds each took last,
 from the cache records; a page never run here first of all). Each page
 prints a line as it starts and as it ends; a long one says every few
@@ -371,24 +374,18 @@ def _run(
     this thread as each page ends (``files`` None: it failed). Returns
     the names that failed. Once ``stop()`` is true, no page starts and
     the pages that end are dropped (not ``done``): left for later, and
-    named in ``later``."""
+    named in ``later``. ``kernels``: the started WarmKernels to fork
+    the pages' kernels from."""
     from concurrent.futures import as_completed
-
-    from pipeline.warm_kernels import started
 
     failed = []
     if not todo:
         return failed
     jobs = jobs or JOBS_PER_CORE * len(os.sched_getaffinity(0))
-    warm_kernels = (
-        contextlib.nullcontext(kernels)
-        if kernels
-        else started(imported_packages(project, todo))
-    )
     last = {t.name: cache.last_seconds(project, t.name) for t in todo}
     progress = _Progress(say, width, events, last)
-    with progress, warm_kernels as warm:
-        argv = warm.kernel_argv()  # kernels forked from one warm process
+    with progress:
+        argv = kernels.kernel_argv()  # kernels forked from one process
 
         def one(task):
             if stop is not None and stop():
@@ -512,77 +509,88 @@ def generate(
     cached = len(tasks) - len(todo)
     failed = [*orphans, *sorted(blocked)]
     todo = [t for t in todo if t.name not in blocked]
-    if not force:  # code changed that their runs never called
-        new_code = refresh(project, todo, say)
-        todo = [t for t in todo if t.name not in new_code]
-        cached += len(new_code)
-    todo.sort(key=lambda t: _expected(project, t))  # slowest first
-    # Together, a page that took over LATE_S last time runs last and
-    # publishes on its own: the others' pages reload without waiting.
-    late = {
-        t.name
-        for t in todo
-        if together and (cache.last_seconds(project, t.name) or 0) > LATE_S
-    }
-    todo.sort(key=lambda t: t.name in late)  # stable: slowest first else
-    _announce(project, todo, cached, say)
-    if events:
-        events("todo", [t.name for t in todo])
-    width = max(14, *(len(t.name) for t in tasks)) if tasks else 14
-    start, finished, running = time.perf_counter(), [], set()
-    later = []  # left for the next round (another edit came)
+    from pipeline.warm_kernels import started
 
-    def done(task, files, seconds):
-        running.discard(task.name)
-        if files is not None:
-            finished.append((task, files, seconds))
-        if not together or running <= late:  # all but the late are done
-            _publish(project, finished)
-            finished.clear()
+    with contextlib.ExitStack() as warm:
+        if todo and kernels is None:  # it imports while the code refreshes
+            kernels = warm.enter_context(
+                started(imported_packages(project, todo))
+            )
+        if not force:  # code changed that their runs never called
+            new_code = refresh(project, todo, say)
+            todo = [t for t in todo if t.name not in new_code]
+            cached += len(new_code)
+        if not todo:  # new code only: no page runs, no kernel
+            warm.close()
+        todo.sort(key=lambda t: _expected(project, t))  # slowest first
+        # Together, a page that took over LATE_S last time runs last and
+        # publishes on its own: the others' pages reload without waiting.
+        late = {
+            t.name
+            for t in todo
+            if together and (cache.last_seconds(project, t.name) or 0) > LATE_S
+        }
+        todo.sort(key=lambda t: t.name in late)  # stable: slowest first else
+        _announce(project, todo, cached, say)
+        if events:
+            events("todo", [t.name for t in todo])
+        width = max(14, *(len(t.name) for t in tasks)) if tasks else 14
+        start, finished, running = time.perf_counter(), [], set()
+        later = []  # left for the next round (another edit came)
 
-    groups = _groups(todo, first if together else (), late)
-    with figure_cache(project, force):
-        for n, group in enumerate(groups):
-            if n:  # the pages that show the edit are out: the rest follow
+        def done(task, files, seconds):
+            running.discard(task.name)
+            if files is not None:
+                finished.append((task, files, seconds))
+            if not together or running <= late:  # all but the late are done
                 _publish(project, finished)
                 finished.clear()
-                if between is not None:
-                    between()
-            running.update(t.name for t in group)
-            failed += _run(
-                project,
-                group,
-                jobs,
-                say,
-                width,
-                traceback,
-                done,
-                events,
-                kernels,
-                stop=interrupt if n else None,
-                later=later,
-                trace=trace,
-            )
-    if later:  # another edit came: what ran before it may be stale too
-        later += [task.name for task, _, _ in finished]
-        finished.clear()
-        say(f"  later  {', '.join(sorted(later))} (edited again meanwhile)")
-    _publish(project, finished)  # together: all at once
-    if not failed:
-        try:
-            _check_owners(tasks, project)
-        except ValueError as exc:
-            say(f"  FAILED {exc}")
-            failed.append("outputs")
-    total = time.perf_counter() - start
-    ran = len(todo) - len(set(failed) & {t.name for t in todo}) - len(later)
-    failed = sorted(set(failed), key=failed.index)
-    left = f", {len(later)} left for the next round" if later else ""
-    say(
-        f"  total  {'':<{width}} {total:5.2f} s "
-        f"({ran} ran, {cached} cached, {len(failed)} failed{left})"
-    )
-    return failed
+
+        groups = _groups(todo, first if together else (), late)
+        with figure_cache(project, force):
+            for n, group in enumerate(groups):
+                if n:  # the pages that show the edit are out: the rest follow
+                    _publish(project, finished)
+                    finished.clear()
+                    if between is not None:
+                        between()
+                running.update(t.name for t in group)
+                failed += _run(
+                    project,
+                    group,
+                    jobs,
+                    say,
+                    width,
+                    traceback,
+                    done,
+                    events,
+                    kernels,
+                    stop=interrupt if n else None,
+                    later=later,
+                    trace=trace,
+                )
+        if later:  # another edit came: what ran before it may be stale too
+            later += [task.name for task, _, _ in finished]
+            finished.clear()
+            again = ", ".join(sorted(later))
+            say(f"  later  {again} (edited again meanwhile)")
+        _publish(project, finished)  # together: all at once
+        if not failed:
+            try:
+                _check_owners(tasks, project)
+            except ValueError as exc:
+                say(f"  FAILED {exc}")
+                failed.append("outputs")
+        total = time.perf_counter() - start
+        names = {t.name for t in todo}
+        ran = len(todo) - len(set(failed) & names) - len(later)
+        failed = sorted(set(failed), key=failed.index)
+        left = f", {len(later)} left for the next round" if later else ""
+        say(
+            f"  total  {'':<{width}} {total:5.2f} s "
+            f"({ran} ran, {cached} cached, {len(failed)} failed{left})"
+        )
+        return failed
 
 
 _LATER = object()  # a page left for the next round

@@ -17,10 +17,12 @@
    with ``glue`` (scripts/glue.py).
 """
 
+import functools
 import re
 from pathlib import Path
 
 from pipeline import config
+from pipeline.kernel import number_cells
 
 SETUP = Path(__file__).with_name("notebook_setup.py")  # the first cell
 
@@ -30,8 +32,10 @@ def carry_tag():
     return config.hidden_cell_tags()[0]
 
 
-def _snippet(root, block):
-    """The section as the page shows it: pymdownx.snippets extracts it."""
+@functools.cache
+def _snippets(root):
+    """pymdownx.snippets as the site runs it, from ``root`` (one per
+    root: a Markdown instance is made to convert many texts)."""
     import markdown
 
     md = markdown.Markdown(
@@ -44,8 +48,27 @@ def _snippet(root, block):
             }
         },
     )
+    return md.preprocessors["snippet"]
+
+
+def _snippet(root, block):
+    """The section as the page shows it: pymdownx.snippets extracts it."""
     line = f'--8<-- "{block["file"]}:{block["section"]}"'
-    return "\n".join(md.preprocessors["snippet"].run([line])).strip("\n")
+    return "\n".join(_snippets(root).run([line])).strip("\n")
+
+
+def _cell(cell_type, source):
+    """nbformat.v4's new cell, unchecked: compose() makes a few dozen
+    per page, and nbformat checked each one against the schema (a tenth
+    of a second a page); the whole notebook is checked once it has run
+    (generation.run_page)."""
+    from nbformat import NotebookNode
+
+    cell = NotebookNode(cell_type=cell_type, metadata=NotebookNode())
+    cell.source = source
+    if cell_type == "code":
+        cell.execution_count, cell.outputs = None, []
+    return cell
 
 
 def compose(root, name, recipe):
@@ -54,7 +77,7 @@ def compose(root, name, recipe):
     import nbformat.v4 as v4
 
     root = Path(root)
-    cells = [v4.new_markdown_cell(_intro(recipe))]
+    cells = [_cell("markdown", _intro(recipe))]
     # the setup cell (mha_ref/, %%section) only where there is mha_ref
     setup = SETUP.read_text(encoding="utf-8").rstrip("\n")
     sources = [setup] if recipe["files"][:1] == [config.INIT] else []
@@ -70,7 +93,7 @@ def compose(root, name, recipe):
             )
         sources.append(f"%%writefile {target}\n{text}")
     for source in sources:  # hidden on the site, kept in the download
-        cell = v4.new_code_cell(source)
+        cell = _cell("code", source)
         cell.metadata["tags"] = [carry_tag()]
         cell.metadata["jupyter"] = {"source_hidden": True}
         cells.append(cell)
@@ -81,8 +104,9 @@ def compose(root, name, recipe):
     ]
     if modules:
         cells.append(
-            v4.new_code_cell(
-                f"from mha_ref import {', '.join(modules)}  # the files above"
+            _cell(
+                "code",
+                f"from mha_ref import {', '.join(modules)}  # the files above",
             )
         )
     heading, shown = None, set()
@@ -90,20 +114,21 @@ def compose(root, name, recipe):
         key = (block["file"], block["section"])
         if block["heading"] and block["heading"] != heading:
             heading = block["heading"]
-            cells.append(v4.new_markdown_cell(f"## {heading}"))
+            cells.append(_cell("markdown", f"## {heading}"))
         if key in shown:
             cells.append(
-                v4.new_markdown_cell(
+                _cell(
+                    "markdown",
                     f"`{block['file']}`, section `{block['section']}`: "
-                    "the cell above."
+                    "the cell above.",
                 )
             )
             continue
         shown.add(key)
         text = _snippet(root, block)
         cells.append(
-            v4.new_code_cell(
-                f"%%section {block['file']} {block['section']}\n{text}"
+            _cell(
+                "code", f"%%section {block['file']} {block['section']}\n{text}"
             )
         )
     if recipe.get("script"):
@@ -113,7 +138,10 @@ def compose(root, name, recipe):
             if cell.cell_type == "code":
                 cell.source = _without_markers(cell.source)
         cells.extend(script.cells)
-    return v4.new_notebook(cells=cells)
+    nb = v4.new_notebook()  # then its cells: unchecked, as each one
+    nb.cells = cells
+    number_cells(nb)  # the ids nbformat's own cells would have had
+    return nb
 
 
 SECTION_MARKER = re.compile(r"^\s*# --8<-- \[(?:start|end):[-_0-9a-z]+\]\s*$")

@@ -276,8 +276,12 @@ def write_notebook_pages(out, cache):
     """The Markdown page of every executed notebook in ``out`` (the
     generated folder), written when its notebook or this file changed
     (a record per page in ``cache``), and none for a notebook that is
-    gone. Generation's callers run it after generation: a page's key
-    does not hold this file, so an edit here reruns no page script."""
+    gone. Only Zensical reads them (MkDocs renders the notebooks), so
+    ``python -m pipeline.zensical`` (make site-zensical, serve-fast)
+    and the serve loop write them, after generation, not ``python -m
+    pipeline`` (``make site``: 0.3 s after an edit of ``mha_ref``, which
+    changes every notebook). A page's key does not hold this file, so an
+    edit here reruns no page script."""
     import hashlib
     import json
 
@@ -314,7 +318,8 @@ def write_notebook_pages(out, cache):
 def main(argv=None):
     parser = argparse.ArgumentParser(
         prog="python -m pipeline.zensical",
-        description="Write Zensical's config, derived from mkdocs.yml.",
+        description="Write Zensical's config, derived from mkdocs.yml, "
+        "and the notebooks' pages.",
     )
     parser.add_argument(
         "--config", type=Path, default=config.ROOT / config.MKDOCS_YML
@@ -326,6 +331,8 @@ def main(argv=None):
     text = derive(args.config.read_text(encoding="utf-8"))
     if atomic_write(args.out, text):
         print(f"  wrote  {args.out.name} (from {args.config.name})")
+    root = args.config.parent
+    write_notebook_pages(root / config.GENERATED, root / config.CACHE)
     return 0
 
 
