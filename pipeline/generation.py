@@ -193,8 +193,8 @@ def run_page(task, project, argv=None, trace=True):
         files = page_data.page_files(nb, task.name, _script(task, project))
     except ValueError as exc:  # glued twice, a taken name
         raise PageError(str(exc)) from exc
-    nbformat.validate(nb)
-    files[notebook_path(task.name)] = nbformat.writes(nb) + "\n"
+    nbformat.validate(nb)  # once: nbformat.writes would check it again
+    files[notebook_path(task.name)] = nbformat.v4.writes(nb) + "\n"
     return files
 
 
@@ -223,7 +223,8 @@ def refresh_page(task, project):
         if ran and was.source != now.source:  # a cell of the run itself
             return None
         was.source = now.source  # the title and links too
-    return {notebook_path(task.name): nbformat.writes(old) + "\n"}
+    # checked as it was read; sources are strings still
+    return {notebook_path(task.name): nbformat.v4.writes(old) + "\n"}
 
 
 def _script(task, project):

@@ -62,6 +62,14 @@ def generate_copy(tmp_path, skip):
     )
     if run.returncode:
         pytest.fail(f"generation failed in {repo}:\n{run.stdout[-3000:]}")
+    pages = subprocess.run(  # the notebooks' pages for Zensical, as
+        [sys.executable, "-m", "pipeline.zensical"],  # make site-zensical
+        cwd=repo,
+        capture_output=True,
+        text=True,
+    )
+    if pages.returncode:
+        pytest.fail(f"pipeline.zensical failed in {repo}:\n{pages.stderr}")
     return repo / "docs/generated"
 
 
