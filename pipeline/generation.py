@@ -104,12 +104,19 @@ class Project:
         """Rendered figures by what they were drawn from (glue.py)."""
         return self.cache.parent / "figures"
 
+    @property
+    def traced(self):
+        """Traced mha_ref modules' code by their source
+        (notebook_trace.py)."""
+        return self.cache.parent / "traced"
+
 
 @contextlib.contextmanager
 def figure_cache(project, force=False):
     """Page kernels started inside find the figure cache (their glue
     reads a figure drawn the same way before instead of laying it out
-    again); figures unused for FIGURE_CACHE_DAYS go first. ``force``:
+    again); figures, and traced modules' code (Project.traced), unused
+    for FIGURE_CACHE_DAYS go first. ``force``:
     no cache, every figure is drawn."""
     name = config.FIGURE_CACHE_ENV
     before = os.environ.get(name)
@@ -117,7 +124,10 @@ def figure_cache(project, force=False):
         os.environ.pop(name, None)
     else:
         cutoff = time.time() - config.FIGURE_CACHE_DAYS * 86400
-        for old in project.figures.glob("*/*.svg"):
+        for old in [
+            *project.figures.glob("*/*.svg"),
+            *project.traced.glob("*/*.code"),  # compiled code, the same
+        ]:
             if old.stat().st_mtime < cutoff:
                 old.unlink(missing_ok=True)
         os.environ[name] = str(project.figures)
@@ -181,7 +191,7 @@ def run_page(task, project, argv=None, trace=True):
 
     nb = notebook.compose(project.root, task.name, task.recipe)
     try:
-        task.ran = kernel.run_alone(nb, argv, trace=trace)
+        task.ran = kernel.run_alone(nb, argv, trace, project.traced)
     except Exception as exc:
         if type(exc).__name__ == "CellExecutionError":
             raise PageError(_cell_error(nb, task, project)) from exc

@@ -50,7 +50,7 @@ TRACE_START = (
     "'notebook_trace', 'notebook_trace.py')\n"
     "__mha_trace = __mha_util.module_from_spec(__mha_spec)\n"
     "__mha_spec.loader.exec_module(__mha_trace)\n"
-    "__mha_trace.start()"
+    "__mha_trace.start({compiled!r})"
 )
 TRACE_REPORT = "__mha_trace.report()"
 
@@ -126,18 +126,20 @@ def execute(nb, cwd, argv=None):
                 kernel.shutdown_kernel(now=True)
 
 
-def run_alone(nb, argv=None, trace=False):
+def run_alone(nb, argv=None, trace=False, compiled=None):
     """Prepare ``nb`` and execute it in an empty folder of its own.
 
     ``trace``: also return which functions of the carried mha_ref files
     ran ({file: [qualname]}, notebook_trace.py); the two cells that find
     out are taken out again, run or not, so ``nb`` is the page's alone.
+    ``compiled``: the folder where the trace keeps compiled modules.
     """
     import nbformat.v4 as v4
 
     prepare(nb)
     if trace:
-        nb.cells.insert(1, v4.new_code_cell(TRACE_START))
+        start = TRACE_START.format(compiled=compiled and str(compiled))
+        nb.cells.insert(1, v4.new_code_cell(start))
         nb.cells.append(v4.new_code_cell(TRACE_REPORT))
     try:
         with tempfile.TemporaryDirectory(prefix="mha-notebook-") as folder:

@@ -17,22 +17,34 @@ page's time). The added call takes the line and column of the
 statement it precedes, so line numbers, docstrings and the files
 themselves are as written. Standard library only: it runs in the
 page's kernel.
+
+``start(compiled)``: a folder where each module's compiled code is kept
+by the sha256 of its source, this file and Python's version, so a page
+whose files did not change does not parse and compile them again (a
+tenth of a second a page); the code is given the file's path as it
+loads.
 """
 
 import ast
+import hashlib
 import importlib.abc
 import importlib.machinery
 import json
+import marshal
 import os
 import sys
+import types
 
 MARK = "mha-ref ran: "  # the line report() prints starts so
 PACKAGE = "mha_ref"
 NOTE = "__mha_ref_ran__"  # the name the added call calls
 _ran = {}  # {absolute path: {qualname}}
+_compiled = None  # the folder of compiled code (start's argument)
 
 
-def start():
+def start(compiled=None):
+    global _compiled
+    _compiled = compiled
     if not any(isinstance(f, _Finder) for f in sys.meta_path):
         sys.meta_path.insert(0, _Finder())
 
@@ -68,13 +80,49 @@ class _Loader(importlib.machinery.SourceFileLoader):
 
     def get_code(self, fullname):
         path = self.get_filename(fullname)
-        tree = _Noting().visit(ast.parse(self.get_data(path), path))
-        return compile(tree, path, "exec", dont_inherit=True)
+        return _code(self.get_data(path), path)
 
     def exec_module(self, module):
         names = _ran.setdefault(os.path.abspath(module.__file__), set())
         module.__dict__[NOTE] = names.add
         super().exec_module(module)
+
+
+def _code(source, path):
+    """``source`` compiled with the noting calls, as from ``path``."""
+    if _compiled is None:
+        return _compile(source, path)
+    with open(__file__, "rb") as this:
+        mine = this.read()
+    key = hashlib.sha256(b"\0".join([mine, sys.version.encode(), source]))
+    name = key.hexdigest()
+    kept = os.path.join(_compiled, name[:2], f"{name}.code")
+    try:
+        with open(kept, "rb") as handle:
+            code = marshal.load(handle)
+        os.utime(kept)  # used: kept by the build's pruning
+    except (OSError, EOFError, ValueError, TypeError):
+        code = _compile(source, path)
+        os.makedirs(os.path.dirname(kept), exist_ok=True)
+        partial = f"{kept}.{os.getpid()}.part"
+        with open(partial, "wb") as handle:
+            marshal.dump(code, handle)
+        os.replace(partial, kept)  # whole or absent, as two pages race
+    return _named(code, path)
+
+
+def _compile(source, path):
+    tree = _Noting().visit(ast.parse(source, path))
+    return compile(tree, path, "exec", dont_inherit=True)
+
+
+def _named(code, path):
+    """``code`` and the code objects inside it, from file ``path``."""
+    inner = tuple(
+        _named(c, path) if isinstance(c, types.CodeType) else c
+        for c in code.co_consts
+    )
+    return code.replace(co_filename=path, co_consts=inner)
 
 
 class _Noting(ast.NodeTransformer):
