@@ -6,10 +6,11 @@
 # make site-zensical (site-zensical/) and make serve-fast.
 # Every target sets up .venv on first use; nothing is needed beforehand.
 # Generation has one owner: these targets run `python -m pipeline` (the
-# page scripts in scripts/) and `python -m pipeline.check` (the pages
-# agree with the code and data; one line per mistake, with file:line)
-# before MkDocs builds; `make serve` runs both in its loop. MkDocs
-# itself never runs either.
+# page scripts in scripts/) before MkDocs builds, and `python -m
+# pipeline.check` (the pages agree with the code and data; one line per
+# mistake, with file:line) after it generates (make site: beside
+# MkDocs); `make serve` runs both in its loop. MkDocs itself never runs
+# either.
 
 PYTHON ?= python3
 VENV := .venv
@@ -42,8 +43,14 @@ help: ## list the targets
 serve: $(STAMP) ## generate, then serve at http://127.0.0.1:8000 (reloads)
 	@$(PY) -m pipeline.serve -a $(HOST)
 
-site: check ## generate, build site/ strictly, typeset its math
-	$(ENGINE)/mkdocs build --strict
+# make site: generation first (a mistake found before it, the command
+# ends at once), then MkDocs builds while the page linter reads the
+# pages and the new data beside it (MkDocs keeps one core; either
+# failing fails the build), then the math is typeset.
+site: generate ## generate, build site/ strictly, check its pages, typeset
+	$(PY) -m pipeline.check & checking=$$!; \
+	$(ENGINE)/mkdocs build --strict; built=$$?; \
+	wait $$checking || exit 1; exit $$built
 	$(PY) -m pipeline.postbuild site
 
 site-zensical: check ## the same site with Zensical
@@ -58,10 +65,10 @@ serve-fast: zensical-config ## Zensical's live preview (127.0.0.1:8000)
 # runs once (in generation); pytest then reads the builds.
 test: $(STAMP) browser ## build both sites once, then run every test once
 	@$(BESIDE_THE_BUILD) & units=$$!; \
-	$(MAKE) --no-print-directory -o $(STAMP) check \
+	$(MAKE) --no-print-directory -o $(STAMP) generate \
 	  GENERATE_FLAGS=$(TEST_GENERATE_FLAGS) && \
-	$(MAKE) --no-print-directory -o $(STAMP) -o check $(SIDE_BY_SIDE) \
-	  site site-zensical; built=$$?; \
+	$(MAKE) --no-print-directory -o $(STAMP) -o generate -o check \
+	  $(SIDE_BY_SIDE) site site-zensical; built=$$?; \
 	wait $$units; units_rc=$$?; $(UNITS_REPORT); \
 	[ $$built -eq 0 ] || exit $$built; \
 	$(ONE_THREAD) $(PY) -m pytest $(XDIST) --durations=12 \
@@ -79,9 +86,9 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 # one run shows the tree's units pass and the guide's new module passes
 # the whole unit suite. They run on two workers, a module
 # to a worker (loadfile: a module's warm kernels start once), so once
-# the build is done they fill both cores. Once generated and checked, the two
-# engines build side by side (each is one process), each one's log
-# printed whole. The other tests run on one pytest-xdist worker per
+# the build is done they fill both cores. Once generated, the two
+# engines build side by side (each is one process; the page linter runs
+# beside MkDocs, as in make site), each one's log printed whole. The other tests run on one pytest-xdist worker per
 # core; a test goes to whichever worker is free (worksteal), so a module
 # fixture may start on both: a costly one (the engines' reading of both
 # sites) has one test using it.
@@ -102,7 +109,8 @@ NO_BUILD := tests/unit mha_ref tests/pipeline/test_pipeline.py \
 	tests/pipeline/test_serve.py tests/pipeline/test_code_units.py \
 	tests/pipeline/test_jupyter_cache_hook.py tests/pipeline/test_memo.py \
 	tests/pipeline/test_notebook_trace.py \
-	tests/pipeline/test_page_cache_hook.py
+	tests/pipeline/test_page_cache_hook.py \
+	tests/pipeline/test_postbuild_cache.py
 SIDE_BY_SIDE := -j2 --output-sync=target
 UNIT_LOG := build/unit-tests.log
 BESIDE_THE_BUILD := mkdir -p build; \

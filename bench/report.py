@@ -146,9 +146,11 @@ def _build_md(b):
         "## Build",
         "",
         "In a temporary copy of the repository. A build is what `make "
-        "site` runs (Makefile): "
-        + ", ".join(f"`{c}`" for c in steps.values())
-        + "; warm builds keep the cache of the build before.",
+        f"site` runs (Makefile): `{steps['generate']}`, then "
+        f"`{steps['check']}` beside `{steps['mkdocs']}` (two processes at "
+        f"once), then `{steps['typeset']}`; a build's time is its wall "
+        "time, each step's its own. Warm builds keep the cache of the "
+        "build before.",
         "",
         "| target | what was measured | median | target | met | runs |",
         "|:--|:--|--:|--:|:--|:--|",

@@ -147,11 +147,14 @@ def plain_page_html(html):
     return plain_entry_html(first_use_html(html))
 
 
-def plain_headings(site):
+def plain_headings(site, pages=None):
     """Take the <abbr> out where it is noise (this module's docstring)
-    in every page of ``site``; the number of pages changed."""
+    in every page of ``site`` (or those of ``pages``, a set of paths);
+    the number of pages changed."""
     changed = 0
     for page in sorted(Path(site).rglob("*.html")):
+        if pages is not None and page not in pages:
+            continue
         html = page.read_text(encoding="utf-8")
         plain = memo.long_fact("glossary plain html", html, plain_page_html)
         if plain != html:

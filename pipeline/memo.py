@@ -104,21 +104,37 @@ def long_fact(kind, text, compute):
     kept in a file of its own, .cache/facts/<sha256>, touched when read
     (once one is added, ``save`` removes the ones untouched for
     STALE_DAYS)."""
-    global _long_written
-    data = f"{kind}\0{version()}\0{text}".encode("utf-8", "surrogateescape")
-    digest = hashlib.sha256(data).hexdigest()
-    path = _long_path() / digest[:2] / digest
+    answer = long_known(kind, text)
+    if answer is None:
+        answer = compute(text)
+        long_keep(kind, text, answer)
+    return answer
+
+
+def long_known(kind, text):
+    """The long answer kept for ``text``, or None."""
+    path = _long_file(kind, text)
     try:
         answer = path.read_text("utf-8")
     except FileNotFoundError:
-        answer = compute(text)
-        with contextlib.suppress(OSError):  # read-only: computed again
-            atomic_write(path, answer)
-            _long_written = True
-            _save_at_exit()
-    else:
-        os.utime(path)
+        return None
+    os.utime(path)
     return answer
+
+
+def long_keep(kind, text, answer):
+    """Keep ``answer`` as the long answer for ``text``."""
+    global _long_written
+    with contextlib.suppress(OSError):  # read-only: computed again
+        atomic_write(_long_file(kind, text), answer)
+        _long_written = True
+        _save_at_exit()
+
+
+def _long_file(kind, text):
+    data = f"{kind}\0{version()}\0{text}".encode("utf-8", "surrogateescape")
+    digest = hashlib.sha256(data).hexdigest()
+    return _long_path() / digest[:2] / digest
 
 
 def _long_path():

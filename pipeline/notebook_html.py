@@ -140,9 +140,13 @@ def notebook_pages(site):
     return sorted(Path(site).glob("generated/notebooks/*/index.html"))
 
 
-def slim_notebook_pages(site, notebooks):
-    """Slim every notebook page of the built ``site``, whose executed
-    notebooks are in the folder ``notebooks``; returns how many changed."""
+def slim_notebook_pages(site, notebooks, pages=None):
+    """Slim every notebook page of the built ``site`` (or those of
+    ``pages``, a set of paths), whose executed notebooks are in the
+    folder ``notebooks``; returns how many changed."""
+    chosen = [p for p in notebook_pages(site) if pages is None or p in pages]
+    if not chosen:
+        return 0
     site, figures, changed = Path(site), glued_figures(notebooks), 0
     figures = {  # only the figures the site holds, both variants
         key: found
@@ -153,7 +157,7 @@ def slim_notebook_pages(site, notebooks):
         )
     }
     shown = json.dumps(sorted(figures.items()))  # what slimming reads
-    for page in notebook_pages(site):
+    for page in chosen:
         text = page.read_text(encoding="utf-8")
         if DONE in text:
             continue

@@ -22,8 +22,9 @@ and the anchors it holds and links to. Its key:
   them), the page's own, the folder snippets' paths start from;
 - this file.
 
-A conversion that logged a warning is not stored, so a cached page
-never hides one (a strict build fails on it every time).
+A conversion during which MkDocs logged anything (a warning, a note)
+is not stored, so a cached page never hides one (a strict build fails
+on a warning every time).
 
 Material's search index takes each page's sections from its HTML
 (``SearchIndex.add_entry_from_context``, material/plugins/search/
@@ -163,9 +164,12 @@ def _setting(page, config, files):
     )
 
 
-class _Warnings(logging.Handler):
+class _Said(logging.Handler):
+    """Whether MkDocs said anything (INFO and up) while a page converted:
+    a cached page would not say it again."""
+
     def __init__(self):
-        super().__init__(logging.WARNING)
+        super().__init__(logging.INFO)
         self.seen = False
 
     def emit(self, record):
@@ -191,16 +195,16 @@ def render(self, config, files):
                 for src, anchors in links.items()
             }
         return
-    warnings = _Warnings()
-    logging.getLogger("mkdocs").addHandler(warnings)
+    said = _Said()
+    logging.getLogger("mkdocs").addHandler(said)
     _looked_up = []
     try:
         _render(self, config, files)
         looked_up = list({_stable(e): e for e in _looked_up}.values())
     finally:
         _looked_up = None
-        logging.getLogger("mkdocs").removeHandler(warnings)
-    if warnings.seen:
+        logging.getLogger("mkdocs").removeHandler(said)
+    if said.seen:
         return
     links = getattr(self, "links_to_anchors", None)
     page = {

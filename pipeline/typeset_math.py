@@ -181,15 +181,16 @@ def notebook_math(text, typeset):
     return "".join(out)
 
 
-def typeset_site(site, typesetter=None):
-    """Typeset every HTML page under ``site``; return the formula count.
+def typeset_site(site, typesetter=None, pages=None):
+    """Typeset every HTML page under ``site`` (or those of ``pages``, a
+    set of paths); return the formula count.
 
     Pages that parse are written even when another page fails; the
     MathError then lists every formula that failed, with its page.
     """
     typesetter = typesetter or Typesetter()
     errors, start = [], typesetter.rendered
-    for path in sorted(Path(site).rglob("*.html")):
+    for path in _chosen(sorted(Path(site).rglob("*.html")), pages):
         text = path.read_text(encoding="utf-8")
         relative = path.relative_to(site)
         try:
@@ -204,6 +205,11 @@ def typeset_site(site, typesetter=None):
     if errors:
         raise MathError("\n".join(errors))
     return typesetter.rendered - start
+
+
+def _chosen(paths, pages):
+    """``paths``, or those of them in ``pages`` (None: all)."""
+    return paths if pages is None else [p for p in paths if p in pages]
 
 
 def preload_fonts(text, root):

@@ -107,7 +107,9 @@ def make_record(seconds, passed, line):
 
 
 def test_report_states_targets_and_failed_runs():
-    steps = {s: f"{s} command" for s in ("generate", "check", "mkdocs")}
+    steps = {
+        s: f"{s} command" for s in ("generate", "check", "mkdocs", "typeset")
+    }
     build = {
         "steps": {**steps, "mkdocs": ".venv/bin/mkdocs build --strict"},
         "cold_pages": ["tiled", "scaling"],
