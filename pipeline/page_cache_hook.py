@@ -32,8 +32,9 @@ plugin.py); its entries are keyed on that HTML, the table of contents,
 the page's URL, title and front matter, Material's version and this
 file.
 
-Notebook pages are not concerned by the first: mkdocs-jupyter renders
-them with its own function (jupyter_cache_hook.py keys its cache).
+Notebook pages are not converted here: mkdocs-jupyter renders them with
+its own function (jupyter_cache_hook.py keys its cache); their search
+entries are kept like any page's.
 """
 
 import hashlib

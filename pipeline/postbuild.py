@@ -103,9 +103,9 @@ def offer_notebooks(site, repo_url=None, notebooks=NOTEBOOKS, pages=None):
 
 
 def as_before(site, typesetter, repo_url, notebooks=NOTEBOOKS):
-    """Each built file this step changes ({path: what it was made from})
-    whose last treatment is still valid, given back its result; returns
-    the others, to treat, and how many files there were.
+    """Give each built file whose treatment an earlier build kept its
+    result; return the others ({path: what it was made from}), to
+    treat, and how many files there were.
 
     What this step makes of a file is a function of the file as the
     engine wrote it, where it is, and its context: the pipeline's code
