@@ -5,9 +5,9 @@ Three measurements, each engine in the same round so load hits both:
 - build: the bare engine build of the generated tree
   (``mkdocs build --strict`` / ``zensical build --strict``);
 - warm ``make site`` after a prose-only edit, the Makefile's steps run
-  directly (generation, cached; the check; for Zensical its config; the
-  build; the math step), and its ratio to the bare build of the same
-  round;
+  directly (generation, cached; the check, beside MkDocs or before
+  Zensical; for Zensical its config and notebook pages; the build; the
+  math step), and its ratio to the bare build of the same round;
 - reload: each engine's server (``mkdocs serve``, ``zensical serve``)
   on 127.0.0.1; a visible sentence is appended to a page and the page
   is fetched every 20 ms until the server returns it. That is the
@@ -22,7 +22,13 @@ import sys
 import time
 import urllib.request
 
-from bench.site_perf.build_times import CHECK, GENERATE, MKDOCS, VENV
+from bench.site_perf.build_times import (
+    CHECK,
+    GENERATE,
+    MKDOCS,
+    VENV,
+    run_build,
+)
 from bench.site_perf.build_times import PY as VENV_PY
 from bench.timing import CHILD_ENV, ratios, run, say, summary
 
@@ -46,10 +52,14 @@ PAGE = "scaling"  # the page edited and fetched
 
 
 def make_site(repo, engine):
-    """The steps of `make site` / `make site-zensical`; seconds."""
+    """The steps of `make site` (the check beside MkDocs: run_build) or
+    `make site-zensical` (the check, Zensical's config and notebook
+    pages, the build, the math, one after the other); wall seconds."""
+    if engine == "mkdocs":
+        return run_build(repo)[0]
     typeset = [VENV_PY, "-m", "pipeline.postbuild", SITE[engine]]
-    steps = [GENERATE, CHECK] + ([CONFIG] if engine == "zensical" else [])
-    return sum(run(c, repo)[0] for c in [*steps, BUILD[engine], typeset])
+    steps = [GENERATE, CHECK, CONFIG, BUILD[engine], typeset]
+    return sum(run(c, repo)[0] for c in steps)
 
 
 def _free_port():
