@@ -35,7 +35,8 @@ def merge(report, out, parts):
     """This run's parts over out/report.json's, for a run of some parts.
 
     The earlier run's environment and total stay at the top (they
-    describe the parts kept); this run's go under "partial_run".
+    describe the parts kept); this run's is added to "partial_runs",
+    after the earlier partial runs' (each names its parts).
     """
     try:
         earlier = json.loads((out / "report.json").read_text())
@@ -47,11 +48,17 @@ def merge(report, out, parts):
             merged[part]["measured_in"] = {
                 key: report["environment"].get(key) for key in MEASURED_IN
             }
-    merged["partial_run"] = {
-        "parts": list(parts),
-        "environment": report["environment"],
-        "seconds": report["seconds_total"],
-    }
+    earlier_runs = merged.pop("partial_runs", [])
+    if "partial_run" in merged:  # one run, as reports kept it before
+        earlier_runs.append(merged.pop("partial_run"))
+    merged["partial_runs"] = [
+        *earlier_runs,
+        {
+            "parts": list(parts),
+            "environment": report["environment"],
+            "seconds": report["seconds_total"],
+        },
+    ]
     return merged
 
 
@@ -81,7 +88,7 @@ def _section(part, section, value):
 
 
 # What a part rerun alone says of the run that measured it.
-MEASURED_IN = ("commit", "cpu", "cpu_probe_s", "tree_dirty")
+MEASURED_IN = ("commit", "cpu", "cores_available", "cpu_probe_s", "tree_dirty")
 
 
 def markdown(report):
@@ -93,6 +100,10 @@ def markdown(report):
         "each ratio compares runs of the same round.",
         "",
         "## Environment",
+        "",
+        "Of the full run that wrote this report. A part rerun alone later "
+        "names its own commit and CPU under its tables, and the last line "
+        "lists those runs.",
         "",
         "| | |",
         "|:--|:--|",
@@ -115,17 +126,30 @@ def markdown(report):
             lines += _section(part, section, report[part])
             lines += _measured_in(report[part])
     lines += ["", f"Total bench time: {report['seconds_total']:.0f} s."]
-    if "partial_run" in report:
-        rerun = report["partial_run"]
-        probe = rerun["environment"].get("cpu_probe_s")
+    reruns = report.get("partial_runs", [])
+    if "partial_run" in report:  # a report kept from before the list
+        reruns = [*reruns, report["partial_run"]]
+    if reruns:
         lines.append(
-            f"Rerun alone afterwards ({rerun['seconds']:.0f} s): "
-            f"{', '.join(rerun['parts'])}; its environment is in "
-            "report.json under partial_run"
-            + (f" (cpu_probe_s {probe})." if probe is not None else ".")
+            "Rerun alone afterwards, in this order (each one's environment "
+            "is in report.json under partial_runs): "
+            + "; ".join(_rerun(r) for r in reruns)
+            + "."
         )
     lines.append("")
     return "\n".join(lines)
+
+
+def _rerun(run):
+    """One partial run in a few words: its parts, time, commit, CPU."""
+    env = run.get("environment", {})
+    said = [f"{run['seconds']:.0f} s"]
+    said += [
+        f"{key} {env[key]}"
+        for key in ("commit", "cores_available", "cpu_probe_s")
+        if env.get(key) is not None
+    ]
+    return f"{', '.join(run['parts'])} ({', '.join(said)})"
 
 
 def _met(target):
@@ -152,7 +176,7 @@ def _build_md(b):
         "time, each step's its own. Warm builds keep the cache of the "
         "build before.",
         "",
-        "| target | what was measured | median | target | met | runs |",
+        "| measure | what was measured | median | target | met | runs |",
         "|:--|:--|--:|--:|:--|:--|",
     ]
     for key, label, what in (
@@ -176,7 +200,8 @@ def _build_md(b):
             "warm_prose_over_floor",
             "prose edit / floor",
             f"warm `make site` after a comment appended to {prose}, over "
-            f"`{steps['mkdocs']}` alone in the same round",
+            f"`{steps['mkdocs']}` alone, warm, in the same round (the "
+            "floor, below)",
         ),
     ):
         maximum = BUILD_TARGETS[key]
@@ -212,7 +237,12 @@ def _build_md(b):
                 "page reruns: its code is unchanged)",
                 "numpy_ref_comment_s",
             ),
-            ("floor: `mkdocs build --strict` alone", "floor_s"),
+            (
+                "floor: `mkdocs build --strict` alone, warm (every page's "
+                "HTML and search entries from the page cache, none "
+                "converted)",
+                "floor_s",
+            ),
         )
         if key in b
     ]
@@ -239,8 +269,8 @@ def _build_md(b):
             "(s) |",
             "|:--|--:|--:|",
             *(
-                f"| `{command}` | "
-                f"{b['warm_prose_steps_s'][name]['median']:.2f} | "
+                f"| `{command}`{' (beside MkDocs)' if name == 'check' else ''}"
+                f" | {b['warm_prose_steps_s'][name]['median']:.2f} | "
                 + (f"{edit[name]['median']:.2f}" if name in edit else "-")
                 + " |"
                 for name, command in steps.items()

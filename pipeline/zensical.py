@@ -10,7 +10,7 @@ Zensical reads mkdocs.yml, but this site needs a few things changed
   (``zensical build`` has no option for it);
 - the nav entries of notebooks (``generated/notebooks/<name>.ipynb``,
   rendered by mkdocs-jupyter, which Zensical lacks) point at the
-  Markdown page generation writes next to each notebook
+  Markdown page written next to each notebook (write_notebook_pages)
   (``notebook_page``, below), ``exclude_docs`` lets those pages in,
   and the mkdocs-jupyter plugin entry goes;
 - ``theme.variant: classic``: Material's look, the one MkDocs builds

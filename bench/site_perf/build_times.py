@@ -458,10 +458,17 @@ def serve_md(s):
                 f"| {what} | {s[key]['median']:.1f} | "
                 f"<= {t[key]['max']:.0f} s | {met} | {runs} |"
             )
-    lines += [
-        "",
-        f"Processes of its session left after Ctrl-C: {s['left_running']}.",
-    ]
+    lines.append("")
+    if "first_round_after_serving_s" in s:  # the slowest page, not yet
+        lines.append(
+            "It serves before its first round of generation has ended (the "
+            "slowest page still runs); that round ended "
+            f"{s['first_round_after_serving_s']:.1f} s after the notebook "
+            f"download of `{s['page']}/` was first served."
+        )
+    lines.append(
+        f"Processes of its session left after Ctrl-C: {s['left_running']}."
+    )
     if "failed" in s:
         lines.append(f"Failed: {s['failed']}")
     return lines

@@ -193,3 +193,39 @@ def test_a_build_that_failed_part_way_keeps_what_it_measured():
     assert "not measured (a step failed first) | <= 15 s" in text
     assert "docs/x.md:3: no" in text
     assert "no trained-heads page in this tree" in text
+
+
+def test_each_partial_run_is_kept_and_named(tmp_path):
+    """A part rerun alone keeps the earlier partial runs' record (a
+    report kept from before, with one "partial_run", too) and the
+    footer names every one of them, in order."""
+    full = {"environment": {"commit": "a"}, "seconds_total": 900.0}
+    full["partial_run"] = {
+        "parts": ["build"],
+        "environment": {"commit": "b", "cores_available": 2},
+        "seconds": 300.0,
+    }
+    (tmp_path / "report.json").write_text(report._json(full))
+
+    def rerun(part, commit, seconds):
+        run = {
+            "environment": {"commit": commit, "cpu_probe_s": 0.14},
+            "seconds_total": seconds,
+            part: {"x": 1},
+        }
+        merged = report.merge(run, tmp_path, [part])
+        (tmp_path / "report.json").write_text(report._json(merged))
+        return merged
+
+    rerun("suite", "c", 340.0)
+    merged = rerun("engines", "d", 200.0)
+    runs = merged["partial_runs"]
+    assert [r["parts"] for r in runs] == [["build"], ["suite"], ["engines"]]
+    assert "partial_run" not in merged
+    assert merged["environment"] == {"commit": "a"}  # the full run's
+    assert merged["engines"]["measured_in"]["commit"] == "d"
+    footer = report.markdown(merged).splitlines()[-1]
+    assert footer.index("build (300 s, commit b, cores_available 2)") < (
+        footer.index("suite (340 s, commit c, cpu_probe_s 0.14)")
+    )
+    assert "engines (200 s, commit d" in footer
