@@ -25,7 +25,7 @@ import hashlib
 import io
 import tokenize
 
-from pipeline import memo
+from pipeline import config, memo
 
 FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
@@ -70,7 +70,7 @@ def units(text):
             elif isinstance(node, ast.ClassDef):  # its body: the skeleton
                 visit(node.body, f"{name}.")
 
-    visit(ast.parse(text).body, "")
+    visit(config.parse_python(text).body, "")
     skeleton = "".join(s for i, s in enumerate(lines) if i not in skipped)
     return skeleton, found
 

@@ -12,6 +12,7 @@ import ast
 import functools
 import importlib.util
 import os
+import threading
 from pathlib import Path
 
 import yaml
@@ -133,9 +134,22 @@ def hidden_cell_tags(root=ROOT):
 # ------------------------------------------------- glue.py and macros.py
 
 
+_PARSING = threading.Lock()
+
+
+def parse_python(text, filename="<unknown>"):
+    """``ast.parse``, one thread at a time. CPython 3.11 keeps the depth
+    of its AST conversion per interpreter, not per thread, so two
+    threads parsing at once can fail with "SystemError: AST constructor
+    recursion depth mismatch" (python/cpython#106905); generation parses
+    in its pages' threads."""
+    with _PARSING:
+        return ast.parse(text, filename)
+
+
 @functools.cache
 def _constant(path, name, mtime_ns):
-    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+    for node in parse_python(path.read_text(encoding="utf-8")).body:
         targets = getattr(node, "targets", [])
         if any(getattr(t, "id", None) == name for t in targets):
             return ast.literal_eval(node.value)

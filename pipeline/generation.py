@@ -64,7 +64,7 @@ def runner_files(start="generation"):
         if name in found or not (folder / name).is_file():
             continue
         found.add(name)
-        tree = ast.parse((folder / name).read_text("utf-8"))
+        tree = config.parse_python((folder / name).read_text("utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.ImportFrom) and node.module:
                 if node.module == "pipeline":

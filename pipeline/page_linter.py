@@ -329,7 +329,7 @@ def _glued_literals(prefix, script):
 
 def _find_glued_literals(prefix, text):
     try:
-        tree = ast.parse(text)
+        tree = config.parse_python(text)
     except SyntaxError:
         return set()
     bound = {}  # module-level name -> the expression bound to it
@@ -568,7 +568,7 @@ def glued_names(script):
 
 def _find_glued_names(text):
     try:
-        tree = ast.parse(text)
+        tree = config.parse_python(text)
     except SyntaxError:
         return None
     names = set()

@@ -204,7 +204,7 @@ def pages_showing(recipes, file, names):
 def _nodes(source):
     """Every node of a Python source (the imports and the named files
     both read a page's script)."""
-    return tuple(ast.walk(ast.parse(source)))
+    return tuple(ast.walk(config.parse_python(source)))
 
 
 GUARDS = "guards"  # mha_ref/guards/: one door per public function
