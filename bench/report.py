@@ -62,10 +62,18 @@ def merge(report, out, parts):
     return merged
 
 
-def _measured_in(part):
+def _measured_in(part, top=None):
     """A line saying where a part rerun alone was measured (the
-    environment above describes the run that wrote it)."""
-    found = part.get("measured_in") if isinstance(part, dict) else None
+    environment above describes the run that wrote it): from its
+    ``measured_in``, or from an environment of its own whose commit is
+    not the full run's (a part a page quotes, written alone)."""
+    if not isinstance(part, dict):
+        return []
+    found = part.get("measured_in")
+    own = part.get("environment")
+    commit = own.get("commit") if isinstance(own, dict) else None
+    if not found and commit and commit != (top or {}).get("commit"):
+        found = {key: own.get(key) for key in MEASURED_IN if key in own}
     if not found:
         return []
     said = ", ".join(f"{key} {value}" for key, value in found.items())
@@ -101,9 +109,9 @@ def markdown(report):
         "",
         "## Environment",
         "",
-        "Of the full run that wrote this report. A part rerun alone later "
-        "names its own commit and CPU under its tables, and the last line "
-        "lists those runs.",
+        "Of the full run that wrote this report. A part measured in a "
+        "later run names that run's commit and CPU under its tables; the "
+        "last line lists the later runs of `python -m bench --only`.",
         "",
         "| | |",
         "|:--|:--|",
@@ -124,7 +132,7 @@ def markdown(report):
     ):
         if part in report:
             lines += _section(part, section, report[part])
-            lines += _measured_in(report[part])
+            lines += _measured_in(report[part], report.get("environment"))
     lines += ["", f"Total bench time: {report['seconds_total']:.0f} s."]
     reruns = report.get("partial_runs", [])
     if "partial_run" in report:  # a report kept from before the list
@@ -227,7 +235,7 @@ def _build_md(b):
                 "cold_generation_s",
             ),
             (
-                "  as the pipeline's `total` line says",
+                "cold generation, as the pipeline's `total` line says",
                 "cold_generation_total_s",
             ),
             ("warm `make site`, prose edit", "warm_prose_s"),

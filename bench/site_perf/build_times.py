@@ -459,7 +459,7 @@ def serve_md(s):
                 f"<= {t[key]['max']:.0f} s | {met} | {runs} |"
             )
     lines.append("")
-    if "first_round_after_serving_s" in s:  # the slowest page, not yet
+    if s.get("first_round_after_serving_s", 0) > 0:  # a page still ran
         lines.append(
             "It serves before its first round of generation has ended (the "
             "slowest page still runs); that round ended "

@@ -166,7 +166,7 @@ def bench_weight(site):
         "worst": worst,
         "targets": targets,
         "viewport": VIEWPORT,
-        "compression": "none (each file's own bytes)",
+        "compression": "gzip for text files, as GitHub Pages serves them",
     }
 
 

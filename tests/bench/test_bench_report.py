@@ -229,3 +229,14 @@ def test_each_partial_run_is_kept_and_named(tmp_path):
         footer.index("suite (340 s, commit c, cpu_probe_s 0.14)")
     )
     assert "engines (200 s, commit d" in footer
+
+
+def test_a_part_measured_at_another_commit_says_so():
+    top = {"commit": "a"}
+    later = {"environment": {"commit": "b", "cpu": "X"}, "rows": []}
+    same = {"environment": {"commit": "a", "cpu": "X"}, "rows": []}
+    said = report._measured_in(later, top)
+    assert said[-1] == (
+        "Measured in a later run of this part alone: commit b, cpu X."
+    )
+    assert report._measured_in(same, top) == []
