@@ -51,8 +51,12 @@ def merge(report, out, parts):
     earlier_runs = merged.pop("partial_runs", [])
     if "partial_run" in merged:  # one run, as reports kept it before
         earlier_runs.append(merged.pop("partial_run"))
+    earlier_runs = [  # each with the parts of it this report still shows
+        {**run, "parts": [p for p in run["parts"] if p not in parts]}
+        for run in earlier_runs
+    ]
     merged["partial_runs"] = [
-        *earlier_runs,
+        *(run for run in earlier_runs if run["parts"]),
         {
             "parts": list(parts),
             "environment": report["environment"],
@@ -77,7 +81,7 @@ def _measured_in(part, top=None):
     if not found:
         return []
     said = ", ".join(f"{key} {value}" for key, value in found.items())
-    return ["", f"Measured in a later run of this part alone: {said}."]
+    return ["", f"Measured in a later run: {said}."]
 
 
 def _section(part, section, value):
@@ -111,7 +115,7 @@ def markdown(report):
         "",
         "Of the full run that wrote this report. A part measured in a "
         "later run names that run's commit and CPU under its tables; the "
-        "last line lists the later runs of `python -m bench --only`.",
+        "last line lists those runs (`python -m bench --only`).",
         "",
         "| | |",
         "|:--|:--|",
@@ -139,8 +143,8 @@ def markdown(report):
         reruns = [*reruns, report["partial_run"]]
     if reruns:
         lines.append(
-            "Rerun alone afterwards, in this order (each one's environment "
-            "is in report.json under partial_runs): "
+            "Parts measured in later runs, in this order (each run's "
+            "environment is in report.json under partial_runs): "
             + "; ".join(_rerun(r) for r in reruns)
             + "."
         )

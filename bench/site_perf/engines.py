@@ -184,6 +184,10 @@ def markdown(e):
         "",
         "## Engines: MkDocs and Zensical",
         "",
+        "Bare build: the engine alone, on a tree with nothing changed since "
+        "its last build. Warm `make site`: the target's steps after a "
+        "prose edit, the engine's rebuild of the edited tree among them.",
+        "",
         "| measure | MkDocs (s) | Zensical (s) | runs MkDocs / Zensical |",
         "|:--|--:|--:|:--|",
     ]

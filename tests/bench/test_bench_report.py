@@ -229,6 +229,10 @@ def test_each_partial_run_is_kept_and_named(tmp_path):
         footer.index("suite (340 s, commit c, cpu_probe_s 0.14)")
     )
     assert "engines (200 s, commit d" in footer
+    # a part measured again: only its last run stays in the record
+    again = rerun("suite", "e", 350.0)["partial_runs"]
+    assert [r["parts"] for r in again] == [["build"], ["engines"], ["suite"]]
+    assert again[-1]["environment"]["commit"] == "e"
 
 
 def test_a_part_measured_at_another_commit_says_so():
@@ -236,7 +240,5 @@ def test_a_part_measured_at_another_commit_says_so():
     later = {"environment": {"commit": "b", "cpu": "X"}, "rows": []}
     same = {"environment": {"commit": "a", "cpu": "X"}, "rows": []}
     said = report._measured_in(later, top)
-    assert said[-1] == (
-        "Measured in a later run of this part alone: commit b, cpu X."
-    )
+    assert said[-1] == ("Measured in a later run: commit b, cpu X.")
     assert report._measured_in(same, top) == []
