@@ -43,10 +43,10 @@ help: ## list the targets
 serve: $(STAMP) ## generate, then serve at http://127.0.0.1:8000 (reloads)
 	@$(PY) -m pipeline.serve -a $(HOST)
 
-# make site: generation first (a mistake found before it, the command
-# ends at once), then MkDocs builds while the page linter reads the
-# pages and the new data beside it (MkDocs keeps one core; either
-# failing fails the build), then the math is typeset.
+# make site: generation first (a mistake it finds before any page
+# runs ends the command at once), then MkDocs builds while the page
+# linter reads the pages and the new data beside it (MkDocs keeps one
+# core; either failing fails the build), then the math is typeset.
 site: generate ## generate, build site/ strictly, check its pages, typeset
 	$(PY) -m pipeline.check & checking=$$!; \
 	$(ENGINE)/mkdocs build --strict; built=$$?; \
@@ -88,10 +88,11 @@ test: $(STAMP) browser ## build both sites once, then run every test once
 # to a worker (loadfile: a module's warm kernels start once), so once
 # the build is done they fill both cores. Once generated, the two
 # engines build side by side (each is one process; the page linter runs
-# beside MkDocs, as in make site), each one's log printed whole. The other tests run on one pytest-xdist worker per
-# core; a test goes to whichever worker is free (worksteal), so a module
-# fixture may start on both: a costly one (the engines' reading of both
-# sites) has one test using it.
+# beside MkDocs, as in make site), each one's log printed whole. The
+# other tests run on one pytest-xdist worker per core; a test goes to
+# whichever worker is free (worksteal), so a module fixture may start
+# on both: a costly one (the engines' reading of both sites) has one
+# test using it.
 # Generation runs two pages per core (pipeline/generation.py,
 # JOBS_PER_CORE). make test's generation records no trace of which
 # mha_ref functions each page ran (a few per cent of its time): its
