@@ -37,6 +37,7 @@ its own function (jupyter_cache_hook.py keys its cache); their search
 entries are kept like any page's.
 """
 
+import functools
 import hashlib
 import logging
 import os
@@ -54,6 +55,13 @@ TARGET = ("path", "start", "end", "section")  # what a snippet line asks
 _folder = None  # .cache/pages beside mkdocs.yml (on_config)
 _looked_up = None  # while a page converts: what snippets took, or sought
 _snippets = {}  # id(config): a snippets preprocessor to take them again
+_site_settings = {}  # this build's part of every page's setting
+_THIS = Path(__file__).read_text("utf-8")  # in every key
+
+
+@functools.cache
+def _version(name):
+    return metadata.version(name)
 
 
 def _original(cls, name):
@@ -151,18 +159,30 @@ def _same_snippets(config, looked_up):
 def _setting(page, config, files):
     """Everything the conversion depends on but the snippets."""
     return _digest(
-        Path(__file__).read_text("utf-8"),
-        *(metadata.version(name) for name in PACKAGES),
-        _stable(config["markdown_extensions"]),
-        _stable(config["mdx_configs"]),
-        _stable(config["validation"]),
-        config["use_directory_urls"],
-        os.getcwd(),  # snippets' base_path is relative to it
+        _site_setting(config, files),
         page.file.src_uri,
         page.url,
-        *sorted(f"{f.src_uri} {f.url}" for f in files),
         page.markdown,
     )
+
+
+def _site_setting(config, files):
+    """The part of _setting every page of a build shares (computed once
+    a build: it sorts every file of the site)."""
+    build = (id(config), id(files), len(files))
+    if build not in _site_settings:
+        _site_settings.clear()
+        _site_settings[build] = _digest(
+            _THIS,
+            *(_version(name) for name in PACKAGES),
+            _stable(config["markdown_extensions"]),
+            _stable(config["mdx_configs"]),
+            _stable(config["validation"]),
+            config["use_directory_urls"],
+            os.getcwd(),  # snippets' base_path is relative to it
+            *sorted(f"{f.src_uri} {f.url}" for f in files),
+        )
+    return _site_settings[build]
 
 
 class _Said(logging.Handler):
@@ -245,8 +265,8 @@ def _indexing(add_entry):
 
     def add_entry_from_context(self, page):
         key = _digest(
-            Path(__file__).read_text("utf-8"),
-            metadata.version("mkdocs-material"),
+            _THIS,
+            _version("mkdocs-material"),
             _stable(self.config),
             page.url,
             page.title,
